@@ -1,0 +1,211 @@
+//! Command-line arguments. Every flag overrides the same key of the YAML config; the help of
+//! each flag names that key.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use dbio_core::Config;
+use dbio_core::units::{Dur, SizeSpec};
+
+const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
+
+const LONG_ABOUT: &str =
+    "dbio builds per-user tables much larger than the buffer cache (one row per \
+block, keys in random physical order, an index on the key), drives reader and writer sessions \
+against them, and reports what the storage under the database delivers.
+
+Connection: --dsn (libpq key=value string or postgresql:// URL), the PG* environment variables \
+(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE) and ~/.pgpass, and target.dsn in \
+the config file. Precedence per setting: flag > environment > config file > default.
+
+Sizes take units (64MB, 2GiB, 8192blocks; MB and MiB both mean 1024^2 as in PostgreSQL); \
+durations take units (500ms, 30s, 5m).
+
+Exit codes: 0 ok; 1 the work or a check failed; 2 bad usage, bad config or unreachable target.";
+
+#[derive(Debug, Parser)]
+#[command(name = "dbio", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// No progress bars or progress lines on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build the data set: N schemas of one-row-per-block tables, loaded with binary COPY.
+    ///
+    /// Schemas <prefix>1..<prefix>N each get table cf1 (bigint key custid, filler columns,
+    /// fillfactor 10 so one row fills one 8 kB block) and index i_cf1; keys are stored in a
+    /// random physical order. After the load: VACUUM (FREEZE, ANALYZE) and CHECKPOINT. A
+    /// complete data set is kept as it is unless --force. An interrupted or failed load leaves
+    /// its schema marked incomplete; the next setup rebuilds it.
+    Setup {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        data: DataArgs,
+        /// Rebuild dbio's schemas even when they are complete (never touches other objects).
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Verify the data set: rows = scale, one row per block, index valid and used, vacuumed
+    /// and analyzed, load complete. One line per schema; exit 1 on any mismatch.
+    Check {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        data: DataArgs,
+    },
+
+    /// Drop dbio's schemas (only objects dbio marked as its own). Without --yes, list what
+    /// would be dropped and exit 1.
+    Teardown {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Schema name prefix [config: data.prefix]
+        #[arg(long, value_name = "NAME")]
+        prefix: Option<String>,
+        /// Really drop.
+        #[arg(long)]
+        yes: bool,
+    },
+
+    /// Manage a throwaway local PostgreSQL cluster (initdb + pg_ctl).
+    Scratch {
+        #[command(subcommand)]
+        action: ScratchAction,
+    },
+
+    /// Start a scratch PostgreSQL, load a small data set larger than its buffer cache, check it,
+    /// and print the summary.
+    Quickstart {
+        /// Config file for the data set (target.dsn is ignored: the scratch cluster is used).
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        scratch: ScratchArgs,
+        /// Leave the scratch server running at the end (default: stop it, keep its files).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScratchAction {
+    /// initdb (when the folder holds no cluster) and start the server on 127.0.0.1.
+    Start {
+        #[command(flatten)]
+        scratch: ScratchArgs,
+    },
+    /// Stop the server cleanly (fast shutdown); the files stay.
+    Stop {
+        /// Folder of the cluster.
+        #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
+        dir: PathBuf,
+    },
+    /// Say whether the server runs and print the DSN to use.
+    Status {
+        /// Folder of the cluster.
+        #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
+        dir: PathBuf,
+        /// Print only the DSN (for scripts); exit 1 when the server is not running.
+        #[arg(long)]
+        dsn_only: bool,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ScratchArgs {
+    /// Folder of the cluster: data/, server.log, scratch.json.
+    #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
+    pub dir: PathBuf,
+    /// Port on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "P")]
+    pub port: Option<u16>,
+    /// shared_buffers of the server.
+    #[arg(long, value_name = "SIZE", default_value = "32MB")]
+    pub shared_buffers: SizeSpec,
+    /// Folder with initdb, pg_ctl and postgres (default: $DBIO_PG_BIN, pg_config --bindir,
+    /// the highest /usr/lib/postgresql/*/bin, then PATH).
+    #[arg(long, value_name = "DIR")]
+    pub pg_bin: Option<PathBuf>,
+    /// Extra server setting, repeatable: --set debug_io_direct=data
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub settings: Vec<String>,
+}
+
+/// Options every command that talks to a database takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CommonArgs {
+    /// YAML config file (see configs/ and the README's configuration reference).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config: target.dsn]
+    #[arg(long, value_name = "DSN")]
+    pub dsn: Option<String>,
+    /// Give up connecting after this long [config: target.connect_timeout]
+    #[arg(long, value_name = "DUR")]
+    pub connect_timeout: Option<Dur>,
+}
+
+/// The data-set keys shared by setup and check.
+#[derive(Debug, Args, Clone, Default)]
+pub struct DataArgs {
+    /// Number of schemas [config: data.schemas; default 4]
+    #[arg(long, value_name = "N")]
+    pub schemas: Option<u32>,
+    /// Size of each schema's table: 64MB, 2GiB or 8192blocks [config: data.scale; default 64MB]
+    #[arg(long, value_name = "SIZE")]
+    pub scale: Option<SizeSpec>,
+    /// Schema name prefix [config: data.prefix; default user]
+    #[arg(long, value_name = "NAME")]
+    pub prefix: Option<String>,
+    /// Tablespace for tables and indexes; must exist [config: data.tablespace]
+    #[arg(long, value_name = "T")]
+    pub tablespace: Option<String>,
+    /// Schemas loaded at the same time [config: data.parallel; default 2]
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<u32>,
+    /// Seed of the physical key order [config: data.seed; default 1]
+    #[arg(long, value_name = "N")]
+    pub data_seed: Option<u64>,
+}
+
+impl CommonArgs {
+    /// Applies the flags to the config; `--dsn` is kept apart because it merges per
+    /// connection parameter with the environment (see `Target::resolve`).
+    pub fn apply(&self, c: &mut Config) {
+        if let Some(t) = self.connect_timeout {
+            c.target.connect_timeout = t;
+        }
+    }
+}
+
+impl DataArgs {
+    pub fn apply(&self, c: &mut Config) {
+        let d = &mut c.data;
+        if let Some(v) = self.schemas {
+            d.schemas = v;
+        }
+        if let Some(v) = self.scale {
+            d.scale = v;
+        }
+        if let Some(v) = &self.prefix {
+            d.prefix = v.clone();
+        }
+        if let Some(v) = &self.tablespace {
+            d.tablespace = Some(v.clone());
+        }
+        if let Some(v) = self.parallel {
+            d.parallel = v;
+        }
+        if let Some(v) = self.data_seed {
+            d.seed = v;
+        }
+    }
+}

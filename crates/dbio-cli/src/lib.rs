@@ -1,0 +1,80 @@
+//! The `dbio` command. `main.rs` only calls [`main_with_args`]; everything else is here so
+//! tests can drive the whole CLI in-process.
+
+mod args;
+mod commands;
+mod progress;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+pub use args::Cli;
+
+/// A failure with the exit code it maps to: 1 the work failed, 2 bad usage or unreachable
+/// target. The message is printed as `dbio: error: <message>`.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<dbio_core::CoreError> for Failure {
+    fn from(e: dbio_core::CoreError) -> Self {
+        Failure::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<dbio_postgres::PgError> for Failure {
+    fn from(e: dbio_postgres::PgError) -> Self {
+        Failure::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<dbio_oracle::OracleError> for Failure {
+    fn from(e: dbio_oracle::OracleError) -> Self {
+        Failure::new(e.exit_code(), e.to_string())
+    }
+}
+
+/// Parses `args` (the first is the program name) and runs the command; returns the exit code.
+pub fn main_with_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dbio: error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("dbio: error: {}", f.message);
+            f.code
+        }
+    }
+}

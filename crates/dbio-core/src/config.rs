@@ -1,0 +1,475 @@
+//! The configuration model: one YAML file (`-c FILE`), overridden by the PG* environment for the
+//! connection, overridden by command-line flags. Precedence: flag > environment > file > default.
+//!
+//! Every section denies unknown keys, so a typo is an error that names the key and its line
+//! rather than a silently ignored setting.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::CoreError;
+use crate::units::{Dur, SizeSpec};
+
+/// Limits that validation enforces; SLOB allows up to 4096 schemas and 4096 sessions.
+pub const MAX_SCHEMAS: u32 = 4096;
+pub const MAX_SESSIONS: u32 = 4096;
+pub const MIN_SCALE_BLOCKS: u64 = 64;
+pub const MAX_WORK_UNIT: u64 = 65_536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Postgres,
+    Oracle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Which database the target is.
+    pub engine: Engine,
+    pub target: TargetConfig,
+    pub data: DataConfig,
+    pub run: RunConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TargetConfig {
+    /// libpq-style connection string or URL; PG* variables and `--dsn` override its parts.
+    pub dsn: Option<String>,
+    /// How long a connection attempt may take before dbio gives up.
+    pub connect_timeout: Dur,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    /// Number of schemas `<prefix>1..<prefix>N`.
+    pub schemas: u32,
+    /// Schema name prefix (SLOB's `user`).
+    pub prefix: String,
+    /// Size of each schema's table: one row per block, so rows = blocks.
+    pub scale: SizeSpec,
+    /// Tablespace for tables and indexes (must exist; dbio does not create it).
+    pub tablespace: Option<String>,
+    /// Schemas loaded at the same time.
+    pub parallel: u32,
+    /// Seed of the physical key order.
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RedoStress {
+    /// Update one filler column.
+    #[default]
+    Lite,
+    /// Update every filler column.
+    Heavy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// First session error stops the run (status `failed`).
+    #[default]
+    Abort,
+    /// Errors are counted per session and the run goes on.
+    Continue,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HotSpotConfig {
+    /// Size of the hot range within each schema; 0 disables the hot spot.
+    pub size: SizeSpec,
+    /// Start of the hot range within each schema.
+    pub offset: SizeSpec,
+    /// Every Nth operation of a session goes to the hot range; 0 disables it.
+    pub frequency: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThinkTimeConfig {
+    /// Every Nth operation sleeps; 0 disables think time.
+    pub frequency: u32,
+    pub min: Dur,
+    pub max: Dur,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    /// Sessions that only read.
+    pub readers: u32,
+    /// Sessions that only update (classic SLOB `<writers> <readers>`).
+    pub writers: u32,
+    /// SLOB 2 form: every reader mixes updates in at this percentage (0-100).
+    pub update_pct: u32,
+    /// Measured window length; ignored when `work_loop` is set.
+    pub run_time: Dur,
+    /// Operations per session; 0 means run for `run_time`.
+    pub work_loop: u64,
+    /// Keys (= blocks) per read.
+    pub work_unit: u64,
+    /// Keys (= blocks) per update.
+    pub update_work_unit: u64,
+    pub redo_stress: RedoStress,
+    pub hot_spot: HotSpotConfig,
+    pub think_time: ThinkTimeConfig,
+    /// All sessions use schema 1 instead of round-robin over the schemas.
+    pub hot_schema: bool,
+    /// Seed of the sessions' key sequences; the same seed gives the same keys.
+    pub seed: u64,
+    /// Run this long before the measured window, unmeasured.
+    pub warmup: Dur,
+    /// Live progress line period on stderr; 0 turns it off.
+    pub progress: Dur,
+    /// Time-series interval.
+    pub interval: Dur,
+    pub on_error: OnError,
+    /// Result folder; default `results/<UTC timestamp>-<label>/`.
+    pub out: Option<PathBuf>,
+    pub label: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            engine: Engine::Postgres,
+            target: TargetConfig::default(),
+            data: DataConfig::default(),
+            run: RunConfig::default(),
+        }
+    }
+}
+
+impl Default for TargetConfig {
+    fn default() -> Self {
+        TargetConfig {
+            dsn: None,
+            connect_timeout: Dur(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        DataConfig {
+            schemas: 4,
+            prefix: "user".into(),
+            scale: SizeSpec::Bytes(64 << 20),
+            tablespace: None,
+            parallel: 2,
+            seed: 1,
+        }
+    }
+}
+
+impl Default for HotSpotConfig {
+    fn default() -> Self {
+        HotSpotConfig {
+            size: SizeSpec::Bytes(8 << 20),
+            offset: SizeSpec::Bytes(0),
+            frequency: 0,
+        }
+    }
+}
+
+impl Default for ThinkTimeConfig {
+    fn default() -> Self {
+        ThinkTimeConfig {
+            frequency: 0,
+            min: Dur(Duration::from_millis(100)),
+            max: Dur(Duration::from_millis(500)),
+        }
+    }
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            readers: 1,
+            writers: 0,
+            update_pct: 0,
+            run_time: Dur(Duration::from_secs(30)),
+            work_loop: 0,
+            work_unit: 64,
+            update_work_unit: 8,
+            redo_stress: RedoStress::Lite,
+            hot_spot: HotSpotConfig::default(),
+            think_time: ThinkTimeConfig::default(),
+            hot_schema: false,
+            seed: 1,
+            warmup: Dur(Duration::ZERO),
+            progress: Dur(Duration::from_secs(5)),
+            interval: Dur(Duration::from_secs(1)),
+            on_error: OnError::Abort,
+            out: None,
+            label: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a YAML file; a missing file, bad YAML, unknown key or bad unit is a `Config` error
+    /// that names the file, the line and the key.
+    pub fn from_file(path: &Path) -> Result<Config, CoreError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Config {
+            path: path.to_path_buf(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        Self::from_yaml(&text).map_err(|message| CoreError::Config {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses YAML text; the error is one line naming the line number and the key.
+    pub fn from_yaml(text: &str) -> Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))
+    }
+
+    /// Checks every value against its allowed range; the error names the key and the range.
+    pub fn validate(&self) -> Result<(), CoreError> {
+        let d = &self.data;
+        range(
+            "data.schemas",
+            "--schemas",
+            d.schemas as u64,
+            1,
+            MAX_SCHEMAS as u64,
+        )?;
+        range("data.parallel", "--parallel", d.parallel as u64, 1, 64)?;
+        if d.prefix.is_empty()
+            || d.prefix.len() > 40
+            || !d.prefix.starts_with(|c: char| c.is_ascii_lowercase())
+            || !d
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(CoreError::invalid(
+                "data.prefix",
+                format!(
+                    "`{}` is not a usable schema prefix; use 1-40 lower-case letters, digits or _ starting with a letter",
+                    d.prefix
+                ),
+            ));
+        }
+        if let Some(ts) = &d.tablespace
+            && (ts.is_empty() || ts.contains('"') || ts.contains('\0'))
+        {
+            return Err(CoreError::invalid(
+                "data.tablespace",
+                "the tablespace name is empty or holds a quote",
+            ));
+        }
+        let r = &self.run;
+        range(
+            "run.readers",
+            "--readers",
+            r.readers as u64,
+            0,
+            MAX_SESSIONS as u64,
+        )?;
+        range(
+            "run.writers",
+            "--writers",
+            r.writers as u64,
+            0,
+            MAX_SESSIONS as u64,
+        )?;
+        range(
+            "run.update_pct",
+            "--update-pct",
+            r.update_pct as u64,
+            0,
+            100,
+        )?;
+        range(
+            "run.work_unit",
+            "--work-unit",
+            r.work_unit,
+            1,
+            MAX_WORK_UNIT,
+        )?;
+        range(
+            "run.update_work_unit",
+            "--update-work-unit",
+            r.update_work_unit,
+            1,
+            MAX_WORK_UNIT,
+        )?;
+        if r.think_time.min > r.think_time.max {
+            return Err(CoreError::invalid(
+                "run.think_time.min",
+                format!(
+                    "{} is above run.think_time.max {}",
+                    r.think_time.min, r.think_time.max
+                ),
+            ));
+        }
+        if r.interval.0 < Duration::from_millis(100) {
+            return Err(CoreError::invalid("run.interval", "must be at least 100ms"));
+        }
+        if self.target.connect_timeout.0.is_zero() {
+            return Err(CoreError::invalid(
+                "target.connect_timeout",
+                "must be above 0s",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checks that only matter for a run: there must be sessions and a window.
+    pub fn validate_run(&self, block_size: u64) -> Result<(), CoreError> {
+        self.validate()?;
+        let r = &self.run;
+        if r.readers + r.writers == 0 {
+            return Err(CoreError::invalid(
+                "run.readers",
+                "no sessions: set run.readers (--readers) or run.writers (--writers) above 0",
+            ));
+        }
+        if r.work_loop == 0 && r.run_time.0.is_zero() {
+            return Err(CoreError::invalid(
+                "run.run_time",
+                "the run has no window: set run.run_time (--run-time) above 0s or run.work_loop (--work-loop)",
+            ));
+        }
+        let scale = self.data.scale.to_blocks(block_size);
+        for (key, unit) in [
+            ("run.work_unit", r.work_unit),
+            ("run.update_work_unit", r.update_work_unit),
+        ] {
+            if unit > scale {
+                return Err(CoreError::OutOfRange {
+                    key: key.into(),
+                    value: unit.to_string(),
+                    allowed: format!("1..={scale} (the scale of each schema, in blocks)"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn range(key: &str, flag: &str, value: u64, min: u64, max: u64) -> Result<(), CoreError> {
+    if value < min || value > max {
+        return Err(CoreError::OutOfRange {
+            key: format!("{key} ({flag})"),
+            value: value.to_string(),
+            allowed: format!("{min}..={max}"),
+        });
+    }
+    Ok(())
+}
+
+/// Turns a serde-saphyr error into one line: "line 3: key `scale`: <what was wrong>".
+fn describe_yaml_error(e: &serde_saphyr::Error, text: &str) -> String {
+    let full = e.to_string();
+    // The first line carries "line L column C: message"; the rest is a snippet we summarise.
+    let first = full
+        .lines()
+        .map(|l| l.trim_start_matches("error: ").trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or("invalid YAML")
+        .to_string();
+    let key = e
+        .location()
+        .and_then(|loc| text.lines().nth((loc.line() as usize).saturating_sub(1)))
+        .and_then(|line| {
+            let t = line.trim_start().trim_start_matches("- ");
+            t.split_once(':').map(|(k, _)| k.trim().to_string())
+        })
+        .filter(|k| !k.is_empty() && !k.contains(' '));
+    match key {
+        Some(k) if !first.contains(&format!("`{k}`")) => format!("{first} (key `{k}`)"),
+        _ => first,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(Config::from_yaml("").unwrap(), Config::default());
+        assert_eq!(
+            Config::from_yaml("# only a comment\n").unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn file_values_override_defaults_and_others_stay() {
+        let c =
+            Config::from_yaml("data:\n  schemas: 2\n  scale: 4000blocks\nrun:\n  run_time: 5m\n")
+                .unwrap();
+        assert_eq!(c.data.schemas, 2);
+        assert_eq!(c.data.scale, SizeSpec::Blocks(4000));
+        assert_eq!(c.data.prefix, "user");
+        assert_eq!(c.run.run_time, Dur(Duration::from_secs(300)));
+        assert_eq!(c.run.work_unit, 64);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = Config::from_yaml("data:\n  schemas: 2\n  scael: 3\n").unwrap_err();
+        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("scael"), "{e}");
+    }
+
+    #[test]
+    fn bad_unit_names_key_and_line() {
+        let e = Config::from_yaml("data:\n  scale: 3XB\n").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+        assert!(e.contains("`scale`"), "{e}");
+        assert!(e.contains("unknown unit"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_names_key_and_range() {
+        let c = Config::from_yaml("data:\n  schemas: 0\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("data.schemas") && e.contains("1..=4096"), "{e}");
+        let c = Config::from_yaml("run:\n  update_pct: 101\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("run.update_pct") && e.contains("0..=100"), "{e}");
+    }
+
+    #[test]
+    fn run_checks_need_sessions_and_a_window() {
+        let mut c = Config::default();
+        c.data.scale = SizeSpec::Blocks(100);
+        c.run.readers = 0;
+        let e = c.validate_run(8192).unwrap_err().to_string();
+        assert!(e.contains("no sessions"), "{e}");
+        c.run.readers = 1;
+        c.run.work_unit = 101;
+        let e = c.validate_run(8192).unwrap_err().to_string();
+        assert!(e.contains("run.work_unit") && e.contains("1..=100"), "{e}");
+    }
+
+    #[test]
+    fn bad_prefix_is_refused() {
+        let mut c = Config::default();
+        c.data.prefix = "User; drop".into();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("data.prefix")
+        );
+    }
+}

@@ -1,0 +1,385 @@
+//! The SLOB data set, engine-neutral: which schemas, how many blocks each, whether the total is
+//! big enough to make reads physical, and the loader's progress events and summary.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::DataConfig;
+use crate::units::format_bytes;
+
+/// What setup builds: `schemas` schemas of `scale_blocks` rows, one row per block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataSetPlan {
+    pub prefix: String,
+    pub schemas: u32,
+    pub scale_blocks: u64,
+    pub block_size: u64,
+    pub tablespace: Option<String>,
+    pub parallel: u32,
+    pub seed: u64,
+}
+
+impl DataSetPlan {
+    pub fn new(data: &DataConfig, block_size: u64) -> Self {
+        DataSetPlan {
+            prefix: data.prefix.clone(),
+            schemas: data.schemas,
+            scale_blocks: data.scale.to_blocks(block_size),
+            block_size,
+            tablespace: data.tablespace.clone(),
+            parallel: data.parallel,
+            seed: data.seed,
+        }
+    }
+
+    /// Schema names `<prefix>1..<prefix>N`.
+    pub fn schema_names(&self) -> Vec<String> {
+        (1..=self.schemas)
+            .map(|i| schema_name(&self.prefix, i))
+            .collect()
+    }
+
+    /// Heap bytes of the whole data set (tables only; indexes add about 2%).
+    pub fn table_bytes(&self) -> u64 {
+        self.scale_blocks
+            .saturating_mul(self.block_size)
+            .saturating_mul(self.schemas as u64)
+    }
+
+    /// Seed of one schema's physical key order: distinct per schema, fixed by the plan's seed.
+    pub fn schema_seed(&self, index: u32) -> u64 {
+        self.seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(index as u64)
+    }
+}
+
+pub fn schema_name(prefix: &str, index: u32) -> String {
+    format!("{prefix}{index}")
+}
+
+/// Whether a data set of `data_bytes` will be read from storage, judged against the database
+/// buffer cache and (for a server on this host) the RAM that the OS page cache can use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizingVerdict {
+    pub data_bytes: u64,
+    pub shared_buffers_bytes: u64,
+    /// RAM of the server's host, when the server runs on this host.
+    pub host_ram_bytes: Option<u64>,
+    pub warnings: Vec<String>,
+}
+
+/// Reads below this multiple of shared_buffers are mostly buffer hits, not reads.
+pub const MIN_BUFFER_MULTIPLE: u64 = 4;
+
+pub fn judge_size(
+    data_bytes: u64,
+    shared_buffers_bytes: u64,
+    host_ram_bytes: Option<u64>,
+) -> SizingVerdict {
+    let mut warnings = Vec::new();
+    if data_bytes < MIN_BUFFER_MULTIPLE.saturating_mul(shared_buffers_bytes) {
+        warnings.push(format!(
+            "the data set ({}) is smaller than {MIN_BUFFER_MULTIPLE} x shared_buffers ({}): most reads will be \
+             buffer hits, not I/O. Raise --scale or --schemas, or lower shared_buffers.",
+            format_bytes(data_bytes),
+            format_bytes(shared_buffers_bytes)
+        ));
+    }
+    if let Some(ram) = host_ram_bytes
+        && data_bytes < ram
+    {
+        warnings.push(format!(
+            "the data set ({}) is smaller than this host's RAM ({}): PostgreSQL reads through the OS page \
+             cache, so many \"reads\" will be served from memory, not the device. Make the data set larger \
+             than RAM, drop the page cache before each run (as root: sync; echo 3 > /proc/sys/vm/drop_caches), \
+             cap the server's page cache with a memory cgroup, or on PostgreSQL 16+ start the server with \
+             debug_io_direct=data (a developer option).",
+            format_bytes(data_bytes),
+            format_bytes(ram)
+        ));
+    }
+    SizingVerdict {
+        data_bytes,
+        shared_buffers_bytes,
+        host_ram_bytes,
+        warnings,
+    }
+}
+
+/// Total RAM of this host from /proc/meminfo, if readable.
+pub fn host_ram_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo_total(&text)
+}
+
+fn parse_meminfo_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Progress of a load, reported by a backend's loader; the CLI draws bars from it.
+pub trait LoadObserver: Send + Sync {
+    /// A schema's load begins; `rows` rows of about `row_bytes` each will follow.
+    fn schema_started(&self, schema: &str, rows: u64);
+    /// `rows` more rows of `schema` reached the server.
+    fn rows_loaded(&self, schema: &str, rows: u64);
+    /// A phase after the copy (index build, vacuum) begins.
+    fn schema_phase(&self, schema: &str, phase: &str);
+    fn schema_finished(&self, schema: &str, outcome: &SchemaOutcome);
+    /// A free-text note for the user (skips, warnings).
+    fn note(&self, text: &str);
+}
+
+/// An observer that ignores everything (tests and quiet mode).
+pub struct NoProgress;
+
+impl LoadObserver for NoProgress {
+    fn schema_started(&self, _: &str, _: u64) {}
+    fn rows_loaded(&self, _: &str, _: u64) {}
+    fn schema_phase(&self, _: &str, _: &str) {}
+    fn schema_finished(&self, _: &str, _: &SchemaOutcome) {}
+    fn note(&self, _: &str) {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaAction {
+    /// Loaded now.
+    Loaded,
+    /// Already complete with the requested scale; left as it was.
+    Kept,
+}
+
+/// What setup did to one schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchemaOutcome {
+    pub schema: String,
+    pub action: SchemaAction,
+    pub rows: u64,
+    pub table_bytes: u64,
+    pub index_bytes: u64,
+    /// Seconds spent on this schema (copy, index, vacuum); 0 when kept.
+    pub seconds: f64,
+}
+
+/// Setup's summary: one line per schema and the totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSummary {
+    pub schemas: Vec<SchemaOutcome>,
+    /// Wall-clock seconds of the whole setup, including the final checkpoint.
+    pub seconds: f64,
+    pub sizing: SizingVerdict,
+}
+
+impl LoadSummary {
+    pub fn loaded_table_bytes(&self) -> u64 {
+        self.schemas
+            .iter()
+            .filter(|s| s.action == SchemaAction::Loaded)
+            .map(|s| s.table_bytes)
+            .sum()
+    }
+
+    /// Heap MB/s of what was loaded now, over the whole setup's wall-clock time.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds <= 0.0 {
+            return 0.0;
+        }
+        self.loaded_table_bytes() as f64 / (1 << 20) as f64 / self.seconds
+    }
+
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<16} {:>8} {:>12} {:>12} {:>10}  action",
+            "schema", "rows", "table MiB", "index MiB", "seconds"
+        );
+        for s in &self.schemas {
+            let _ = writeln!(
+                out,
+                "{:<16} {:>8} {:>12.1} {:>12.1} {:>10.1}  {}",
+                s.schema,
+                s.rows,
+                s.table_bytes as f64 / (1 << 20) as f64,
+                s.index_bytes as f64 / (1 << 20) as f64,
+                s.seconds,
+                match s.action {
+                    SchemaAction::Loaded => "loaded",
+                    SchemaAction::Kept => "kept (already complete)",
+                }
+            );
+        }
+        let rows: u64 = self.schemas.iter().map(|s| s.rows).sum();
+        let table: u64 = self.schemas.iter().map(|s| s.table_bytes).sum();
+        let index: u64 = self.schemas.iter().map(|s| s.index_bytes).sum();
+        let _ = writeln!(
+            out,
+            "{:<16} {:>8} {:>12.1} {:>12.1} {:>10.1}",
+            format!("total ({})", self.schemas.len()),
+            rows,
+            table as f64 / (1 << 20) as f64,
+            index as f64 / (1 << 20) as f64,
+            self.seconds
+        );
+        let loaded = self.loaded_table_bytes();
+        if loaded > 0 {
+            let _ = writeln!(
+                out,
+                "loaded {} of table data in {:.1} s: {:.1} MiB/s (heap bytes over wall-clock time, incl. index build, VACUUM and CHECKPOINT)",
+                format_bytes(loaded),
+                self.seconds,
+                self.mb_per_s()
+            );
+        }
+        for w in &self.sizing.warnings {
+            let _ = writeln!(out, "WARNING: {w}");
+        }
+        out
+    }
+}
+
+/// `check`'s verdict on one schema: what was measured and every mismatch found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchemaCheck {
+    pub schema: String,
+    /// What was verified, for the one-line report ("rows 4000/4000, blocks 4000, ...").
+    pub facts: Vec<String>,
+    /// Mismatches; empty means the schema is fit to run against.
+    pub problems: Vec<String>,
+}
+
+impl SchemaCheck {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub schemas: Vec<SchemaCheck>,
+}
+
+impl CheckReport {
+    pub fn ok(&self) -> bool {
+        self.schemas.iter().all(SchemaCheck::ok)
+    }
+
+    pub fn failed(&self) -> Vec<&str> {
+        self.schemas
+            .iter()
+            .filter(|s| !s.ok())
+            .map(|s| s.schema.as_str())
+            .collect()
+    }
+
+    /// One line per schema: `user1  ok    rows 4000/4000, ...` or `user2  FAIL  <problems>`.
+    pub fn render_text(&self) -> String {
+        let width = self
+            .schemas
+            .iter()
+            .map(|s| s.schema.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let mut out = String::new();
+        for s in &self.schemas {
+            if s.ok() {
+                let _ = writeln!(out, "{:<width$}  ok    {}", s.schema, s.facts.join(", "));
+            } else {
+                let _ = writeln!(out, "{:<width$}  FAIL  {}", s.schema, s.problems.join("; "));
+            }
+        }
+        let failed = self.failed();
+        if failed.is_empty() {
+            let _ = writeln!(
+                out,
+                "check passed: {} schema(s) fit to run against",
+                self.schemas.len()
+            );
+        } else {
+            let _ = writeln!(out, "check FAILED for {}", failed.join(", "));
+        }
+        out
+    }
+}
+
+/// A duration in seconds with millisecond precision, for summaries.
+pub fn secs(d: Duration) -> f64 {
+    (d.as_millis() as f64) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::SizeSpec;
+
+    #[test]
+    fn plan_names_and_sizes() {
+        let data = DataConfig {
+            schemas: 2,
+            scale: SizeSpec::Bytes(32 << 20),
+            ..DataConfig::default()
+        };
+        let plan = DataSetPlan::new(&data, 8192);
+        assert_eq!(plan.schema_names(), vec!["user1", "user2"]);
+        assert_eq!(plan.scale_blocks, 4096);
+        assert_eq!(plan.table_bytes(), 64 << 20);
+        assert_ne!(plan.schema_seed(1), plan.schema_seed(2));
+    }
+
+    #[test]
+    fn small_data_sets_are_flagged() {
+        let v = judge_size(64 << 20, 32 << 20, None);
+        assert_eq!(v.warnings.len(), 1);
+        assert!(v.warnings[0].contains("4 x shared_buffers"));
+        let v = judge_size(1 << 30, 32 << 20, Some(24 << 30));
+        assert_eq!(v.warnings.len(), 1);
+        assert!(v.warnings[0].contains("page cache"));
+        let v = judge_size(32 << 30, 32 << 20, Some(24 << 30));
+        assert!(v.warnings.is_empty());
+    }
+
+    #[test]
+    fn meminfo_is_parsed() {
+        let text = "MemTotal:       24603648 kB\nMemFree:        1 kB\n";
+        assert_eq!(parse_meminfo_total(text), Some(24603648 * 1024));
+        assert_eq!(parse_meminfo_total("nothing"), None);
+    }
+
+    #[test]
+    fn summary_counts_only_loaded_bytes() {
+        let s = LoadSummary {
+            schemas: vec![
+                SchemaOutcome {
+                    schema: "user1".into(),
+                    action: SchemaAction::Loaded,
+                    rows: 4000,
+                    table_bytes: 10 << 20,
+                    index_bytes: 1 << 20,
+                    seconds: 1.0,
+                },
+                SchemaOutcome {
+                    schema: "user2".into(),
+                    action: SchemaAction::Kept,
+                    rows: 4000,
+                    table_bytes: 10 << 20,
+                    index_bytes: 1 << 20,
+                    seconds: 0.0,
+                },
+            ],
+            seconds: 2.0,
+            sizing: judge_size(20 << 20, 16 << 20, None),
+        };
+        assert_eq!(s.loaded_table_bytes(), 10 << 20);
+        assert!((s.mb_per_s() - 5.0).abs() < 1e-9);
+        let text = s.render_text();
+        assert!(text.contains("kept (already complete)"));
+        assert!(text.contains("5.0 MiB/s"));
+        assert!(text.contains("WARNING"));
+    }
+}

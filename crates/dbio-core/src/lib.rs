@@ -1,0 +1,10 @@
+//! dbio-core: what every database backend shares. Configuration and units, the SLOB data-set
+//! plan, and (as they are built) the workload, measurements and reports. No SQL lives here.
+
+pub mod config;
+pub mod dataset;
+pub mod error;
+pub mod units;
+
+pub use config::Config;
+pub use error::CoreError;

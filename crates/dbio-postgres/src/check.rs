@@ -1,0 +1,159 @@
+//! `dbio check`: verifies each schema of the data set is what a SLOB run needs: complete,
+//! the requested number of rows, one row per block (distinct ctid block numbers), a valid
+//! index that the reader's range query uses, and a table vacuumed and analyzed since its rows
+//! last changed.
+
+use dbio_core::dataset::{CheckReport, DataSetPlan, SchemaCheck};
+use tokio_postgres::Client;
+
+use crate::conn::Target;
+use crate::error::{PgError, Result};
+use crate::marker::{self, LoadState, Ownership};
+use crate::server::server_info;
+use crate::sql;
+
+pub async fn check(target: &Target, plan: &DataSetPlan) -> Result<CheckReport> {
+    let client = target.connect("dbio-check").await?;
+    let info = server_info(&client).await?;
+    let plan = DataSetPlan {
+        block_size: info.block_size,
+        ..plan.clone()
+    };
+    let names = plan.schema_names();
+    let owners = marker::inspect_schemas(&client, &names).await?;
+    let mut schemas = Vec::new();
+    for (name, own) in owners {
+        schemas.push(check_schema(&client, &plan, &name, own).await?);
+    }
+    Ok(CheckReport { schemas })
+}
+
+async fn check_schema(
+    client: &Client,
+    plan: &DataSetPlan,
+    name: &str,
+    own: Ownership,
+) -> Result<SchemaCheck> {
+    let mut c = SchemaCheck {
+        schema: name.to_string(),
+        facts: Vec::new(),
+        problems: Vec::new(),
+    };
+    match own {
+        Ownership::Absent => {
+            c.problems
+                .push("schema does not exist: run `dbio setup`".into());
+            return Ok(c);
+        }
+        Ownership::Foreign => {
+            c.problems
+                .push("schema exists but dbio did not create it".into());
+            return Ok(c);
+        }
+        Ownership::Dbio(None) => c.problems.push(
+            "dbio's mark on the schema is unreadable: rerun `dbio setup` to rebuild it".into(),
+        ),
+        Ownership::Dbio(Some(mark)) => {
+            if mark.state != LoadState::Complete {
+                c.problems.push(
+                    "load incomplete (interrupted or failed): rerun `dbio setup` to finish it"
+                        .into(),
+                );
+            }
+            if mark.scale_blocks != plan.scale_blocks {
+                c.problems.push(format!(
+                    "loaded with {} blocks but the configuration asks for {} blocks",
+                    mark.scale_blocks, plan.scale_blocks
+                ));
+            }
+        }
+    }
+    if marker::table_ownership(client, name).await?.is_none() {
+        c.problems
+            .push("table cf1 is missing: rerun `dbio setup`".into());
+        return Ok(c);
+    }
+
+    let row = client
+        .query_one(&sql::rows_and_blocks(name), &[])
+        .await
+        .map_err(|e| PgError::from_db(format!("counting the rows of {name}.cf1"), &e))?;
+    let (rows, blocks) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+    if rows == plan.scale_blocks {
+        c.facts.push(format!("rows {rows}/{}", plan.scale_blocks));
+    } else {
+        c.problems
+            .push(format!("rows {rows}, expected {}", plan.scale_blocks));
+    }
+    if blocks == rows {
+        c.facts.push(format!("blocks {blocks} (one row per block)"));
+    } else {
+        c.problems.push(format!(
+            "{rows} rows in {blocks} blocks: not one row per block"
+        ));
+    }
+
+    let Some(state) = client
+        .query_opt(sql::TABLE_STATE, &[&name])
+        .await
+        .map_err(|e| PgError::from_db(format!("reading the catalog state of {name}.cf1"), &e))?
+    else {
+        c.problems
+            .push("table cf1 vanished during the check".into());
+        return Ok(c);
+    };
+    let (pages, all_visible, analyzed, index_valid, dead): (i64, i64, bool, bool, i64) = (
+        state.get(0),
+        state.get(1),
+        state.get(2),
+        state.get(3),
+        state.get(4),
+    );
+    let vacuum_hint = format!(
+        "run VACUUM (FREEZE, ANALYZE) {}.cf1 or `dbio setup --force`",
+        sql::quote_ident(name)
+    );
+    if all_visible >= pages && pages > 0 {
+        c.facts
+            .push(format!("all-visible {all_visible}/{pages} pages"));
+    } else {
+        c.problems.push(format!(
+            "only {all_visible} of {pages} pages all-visible (rows changed since the last VACUUM): {vacuum_hint}"
+        ));
+    }
+    if dead > 0 {
+        c.problems.push(format!("{dead} dead rows: {vacuum_hint}"));
+    }
+    if analyzed {
+        c.facts.push("analyzed".into());
+    } else {
+        c.problems.push(format!("never analyzed: {vacuum_hint}"));
+    }
+    if !index_valid {
+        c.problems.push(format!(
+            "index {} is missing or invalid: rerun `dbio setup --force`",
+            sql::INDEX
+        ));
+        return Ok(c);
+    }
+    let hi = plan.scale_blocks.min(64);
+    let plan_text: String = client
+        .simple_query(&sql::explain_read(name, 1, hi))
+        .await
+        .map_err(|e| PgError::from_db(format!("explaining the read of {name}.cf1"), &e))?
+        .iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    if plan_text.contains(&format!("\"Index Name\": \"{}\"", sql::INDEX)) {
+        c.facts.push(format!("index {} valid and used", sql::INDEX));
+    } else {
+        c.problems.push(format!(
+            "the reader's range query does not use index {}: ANALYZE the table, and check enable_indexscan / enable_bitmapscan",
+            sql::INDEX
+        ));
+    }
+    Ok(c)
+}

@@ -1,0 +1,17 @@
+//! dbio-postgres: the PostgreSQL backend. Connections follow libpq habits (`conn`), the loader
+//! builds the SLOB data set with binary COPY (`loader`), `check` verifies it, `teardown` drops
+//! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
+
+pub mod check;
+pub mod conn;
+mod copy;
+pub mod error;
+pub mod loader;
+pub mod marker;
+pub mod scratch;
+pub mod server;
+pub mod sql;
+pub mod teardown;
+
+pub use conn::Target;
+pub use error::PgError;

@@ -1,0 +1,569 @@
+//! Throwaway PostgreSQL clusters: initdb into a directory, start on a free loopback port with
+//! settings dbio controls (shared_buffers, track_io_timing), stop cleanly. The quickstart, the
+//! tests and `dbio scratch` all use this one manager.
+//!
+//! initdb and pg_ctl refuse to run as root, so as root every server command runs as the
+//! `postgres` OS user (`runuser -u postgres --`) on a directory that user owns.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PgError, Result};
+
+/// OS user that runs the server when dbio runs as root.
+pub const SERVER_OS_USER: &str = "postgres";
+/// Database superuser that initdb creates.
+pub const SUPERUSER: &str = "postgres";
+const STATE_FILE: &str = "scratch.json";
+const SETTINGS_FILE: &str = "dbio.conf";
+const INSTALL_HINT: &str = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-get install postgresql; \
+     then they are in /usr/lib/postgresql/<version>/bin), or point --pg-bin or DBIO_PG_BIN at the \
+     folder that holds initdb and pg_ctl";
+
+#[derive(Debug, Clone)]
+pub struct ScratchOptions {
+    /// Folder of the cluster: `data/` (PGDATA), `server.log`, `scratch.json`.
+    pub dir: PathBuf,
+    /// Port to listen on; a free one when `None`.
+    pub port: Option<u16>,
+    pub shared_buffers_bytes: u64,
+    pub pg_bin: Option<PathBuf>,
+    /// When set, TCP connections need this password (scram-sha-256); otherwise trust.
+    pub password: Option<String>,
+    /// More `name = value` settings for the server (e.g. `debug_io_direct = data`).
+    pub settings: Vec<(String, String)>,
+}
+
+impl ScratchOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ScratchOptions {
+            dir: dir.into(),
+            port: None,
+            shared_buffers_bytes: 32 << 20,
+            pg_bin: None,
+            password: None,
+            settings: Vec::new(),
+        }
+    }
+}
+
+/// Server binaries and their major version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgBin {
+    pub dir: PathBuf,
+    pub version: String,
+    pub major: u32,
+}
+
+/// What `scratch.json` records about a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScratchState {
+    pub port: u16,
+    pub bin: PgBin,
+    pub data_dir: PathBuf,
+    pub shared_buffers_bytes: u64,
+    pub password_auth: bool,
+}
+
+/// A scratch cluster this process knows about (started now or found running).
+#[derive(Debug, Clone)]
+pub struct ScratchCluster {
+    pub dir: PathBuf,
+    pub state: ScratchState,
+}
+
+impl ScratchCluster {
+    /// Connection string for the cluster's `postgres` database as its superuser. Without the
+    /// password: supply it through PGPASSWORD or ~/.pgpass when the cluster was made with one.
+    pub fn dsn(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user={SUPERUSER} dbname=postgres",
+            self.state.port
+        )
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.state.data_dir
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Finds initdb/pg_ctl: `explicit`, then $DBIO_PG_BIN, `pg_config --bindir`, the highest
+/// `/usr/lib/postgresql/*/bin`, then PATH.
+pub fn find_pg_bin(explicit: Option<&Path>) -> Result<PgBin> {
+    let has_server = |d: &Path| {
+        d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file()
+    };
+    if let Some(dir) = explicit {
+        if !has_server(dir) {
+            return Err(PgError::scratch_usage(format!(
+                "--pg-bin {} does not hold initdb, pg_ctl and postgres; {INSTALL_HINT}",
+                dir.display()
+            )));
+        }
+        return pg_bin_at(dir);
+    }
+    if let Some(dir) = std::env::var_os("DBIO_PG_BIN").filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if !has_server(&dir) {
+            return Err(PgError::scratch_usage(format!(
+                "DBIO_PG_BIN={} does not hold initdb, pg_ctl and postgres; {INSTALL_HINT}",
+                dir.display()
+            )));
+        }
+        return pg_bin_at(&dir);
+    }
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
+        && out.status.success()
+    {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if has_server(&dir) {
+            return pg_bin_at(&dir);
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let major = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            has_server(&bin).then_some((major, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, dir)) = versions.pop() {
+        return pg_bin_at(&dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if has_server(&dir) {
+                return pg_bin_at(&dir);
+            }
+        }
+    }
+    Err(PgError::scratch_usage(format!(
+        "no PostgreSQL server binaries found; {INSTALL_HINT}"
+    )))
+}
+
+fn pg_bin_at(dir: &Path) -> Result<PgBin> {
+    let out = Command::new(dir.join("postgres"))
+        .arg("--version")
+        .output()
+        .map_err(|e| {
+            PgError::scratch_usage(format!("cannot run {}/postgres: {e}", dir.display()))
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    // "postgres (PostgreSQL) 15.19 (Debian 15.19-0+deb12u1)"
+    let version = text
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    let major = version
+        .split(['.', 'b', 'r'])
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .ok_or_else(|| {
+            PgError::scratch_usage(format!(
+                "cannot read the version of {}/postgres (it printed `{}`)",
+                dir.display(),
+                text.trim()
+            ))
+        })?;
+    Ok(PgBin {
+        dir: dir.to_path_buf(),
+        version,
+        major,
+    })
+}
+
+/// Runs a server program, as the `postgres` OS user when we are root.
+fn server_command(bin: &Path, args: &[&str]) -> Command {
+    let mut c = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", SERVER_OS_USER, "--"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    c.args(args)
+        .env("LC_ALL", "C")
+        .env_remove("PGDATA")
+        .current_dir("/");
+    c
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<Output> {
+    let out = cmd
+        .output()
+        .map_err(|e| PgError::scratch_failed(format!("{what}: cannot start it: {e}")))?;
+    if !out.status.success() {
+        let mut text = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if text.is_empty() {
+            text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        }
+        return Err(PgError::scratch_failed(format!("{what} failed: {text}")));
+    }
+    Ok(out)
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PgError + '_ {
+    move |source| PgError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Makes `path` and its content owned by the server's OS user (root only).
+fn hand_to_server_user(path: &Path) -> Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    run(
+        Command::new("chown")
+            .args(["-R", &format!("{SERVER_OS_USER}:")])
+            .arg(path),
+        &format!("chown {}", path.display()),
+    )?;
+    // The server user must be able to reach the folder through every parent.
+    let probe = Command::new("runuser")
+        .args(["-u", SERVER_OS_USER, "--", "test", "-w"])
+        .arg(path)
+        .status()
+        .map_err(|e| PgError::scratch_failed(format!("cannot run runuser: {e}")))?;
+    if !probe.success() {
+        return Err(PgError::scratch_usage(format!(
+            "the `{SERVER_OS_USER}` OS user cannot reach {} (a parent folder is closed to it); choose a --dir under /tmp or /var/tmp",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| PgError::scratch_failed(format!("cannot find a free port: {e}")))?;
+    let port = l
+        .local_addr()
+        .map_err(|e| PgError::scratch_failed(format!("cannot find a free port: {e}")))?
+        .port();
+    Ok(port)
+}
+
+fn port_is_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn absolute(dir: &Path) -> Result<PathBuf> {
+    if dir.is_absolute() {
+        return Ok(dir.to_path_buf());
+    }
+    let cwd = std::env::current_dir().map_err(io_err(dir))?;
+    Ok(cwd.join(dir))
+}
+
+fn read_state(dir: &Path) -> Result<Option<ScratchState>> {
+    let path = dir.join(STATE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            PgError::scratch_usage(format!(
+                "{} is not a dbio scratch state file ({e}); remove the folder {} to start afresh",
+                path.display(),
+                dir.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PgError::Io { path, source: e }),
+    }
+}
+
+fn write_state(dir: &Path, state: &ScratchState) -> Result<()> {
+    let path = dir.join(STATE_FILE);
+    let text =
+        serde_json::to_string_pretty(state).map_err(|e| PgError::scratch_failed(e.to_string()))?;
+    std::fs::write(&path, text).map_err(io_err(&path))
+}
+
+/// Is the server of `data_dir` running? (`pg_ctl status` exit 0.)
+fn is_running(bin: &PgBin, data_dir: &Path) -> bool {
+    let data = data_dir.display().to_string();
+    server_command(&bin.dir.join("pg_ctl"), &["status", "-D", &data])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Starts the cluster in `opts.dir`, creating it with initdb when the folder holds none. A
+/// cluster already running there is returned as it is.
+pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
+    let dir = absolute(&opts.dir)?;
+    let data_dir = dir.join("data");
+    let previous = read_state(&dir)?;
+    let bin = match (&opts.pg_bin, &previous) {
+        (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
+        _ => find_pg_bin(opts.pg_bin.as_deref())?,
+    };
+    if let Some(prev) = &previous
+        && data_dir.join("PG_VERSION").is_file()
+        && is_running(&prev.bin, &data_dir)
+    {
+        return Ok(ScratchCluster {
+            dir,
+            state: prev.clone(),
+        });
+    }
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    hand_to_server_user(&dir)?;
+
+    if !data_dir.join("PG_VERSION").is_file() {
+        initdb(&bin, &dir, &data_dir, opts.password.as_deref())?;
+    } else {
+        let existing = std::fs::read_to_string(data_dir.join("PG_VERSION")).unwrap_or_default();
+        if existing.trim() != bin.major.to_string() {
+            return Err(PgError::scratch_usage(format!(
+                "{} holds a PostgreSQL {} cluster but the binaries found are version {}; use --pg-bin for version {}, or remove {}",
+                data_dir.display(),
+                existing.trim(),
+                bin.major,
+                existing.trim(),
+                dir.display()
+            )));
+        }
+    }
+
+    let port = match opts.port {
+        Some(p) if !port_is_free(p) => {
+            return Err(PgError::scratch_usage(format!(
+                "port {p} is in use on 127.0.0.1; choose another --port or leave it out to use a free one"
+            )));
+        }
+        Some(p) => p,
+        None => free_port()?,
+    };
+    write_settings(&data_dir, port, opts)?;
+    hand_to_server_user(&dir)?;
+
+    let log = dir.join("server.log");
+    let data = data_dir.display().to_string();
+    let log_s = log.display().to_string();
+    let started = run(
+        &mut server_command(
+            &bin.dir.join("pg_ctl"),
+            &["start", "-w", "-t", "120", "-D", &data, "-l", &log_s],
+        ),
+        "pg_ctl start",
+    );
+    if let Err(e) = started {
+        let tail = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" | ");
+        return Err(PgError::scratch_failed(format!(
+            "{e}; server log {}: {tail}",
+            log.display()
+        )));
+    }
+    let state = ScratchState {
+        port,
+        bin,
+        data_dir,
+        shared_buffers_bytes: opts.shared_buffers_bytes,
+        password_auth: opts.password.is_some(),
+    };
+    write_state(&dir, &state)?;
+    Ok(ScratchCluster { dir, state })
+}
+
+fn initdb(bin: &PgBin, dir: &Path, data_dir: &Path, password: Option<&str>) -> Result<()> {
+    let data = data_dir.display().to_string();
+    let mut args: Vec<String> = vec![
+        "-D".into(),
+        data,
+        "-U".into(),
+        SUPERUSER.into(),
+        "-E".into(),
+        "UTF8".into(),
+        "--locale=C".into(),
+        // A throwaway cluster: skip the fsync of the fresh data directory.
+        "--no-sync".into(),
+        "--auth-local=trust".into(),
+    ];
+    let pwfile = dir.join("pwfile");
+    match password {
+        Some(pw) => {
+            std::fs::write(&pwfile, format!("{pw}\n")).map_err(io_err(&pwfile))?;
+            hand_to_server_user(&pwfile)?;
+            args.push("--auth-host=scram-sha-256".into());
+            args.push(format!("--pwfile={}", pwfile.display()));
+        }
+        None => args.push("--auth-host=trust".into()),
+    }
+    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = run(
+        &mut server_command(&bin.dir.join("initdb"), &arg_refs),
+        "initdb",
+    );
+    let _ = std::fs::remove_file(&pwfile);
+    result?;
+    let conf = data_dir.join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).map_err(io_err(&conf))?;
+    text.push_str(&format!(
+        "\n# dbio scratch settings\ninclude_if_exists = '{SETTINGS_FILE}'\n"
+    ));
+    std::fs::write(&conf, text).map_err(io_err(&conf))
+}
+
+/// Writes the settings dbio controls; rewritten at every start so a new port or shared_buffers
+/// takes effect.
+fn write_settings(data_dir: &Path, port: u16, opts: &ScratchOptions) -> Result<()> {
+    let data = data_dir.display().to_string();
+    // A Unix socket path is limited to about 107 bytes; fall back to TCP only when too long.
+    let socket_dir = if data.len() + 20 < 100 {
+        data.clone()
+    } else {
+        String::new()
+    };
+    let mut lines = vec![
+        ("listen_addresses".to_string(), "'127.0.0.1'".to_string()),
+        ("port".into(), port.to_string()),
+        ("unix_socket_directories".into(), format!("'{socket_dir}'")),
+        (
+            "shared_buffers".into(),
+            format!("'{}kB'", opts.shared_buffers_bytes / 1024),
+        ),
+        ("track_io_timing".into(), "on".into()),
+        ("max_connections".into(), "300".into()),
+        // Loads must not be paced by checkpoints; runs report any checkpoint they see.
+        ("max_wal_size".into(), "'4GB'".into()),
+        ("fsync".into(), "on".into()),
+        ("log_line_prefix".into(), "'%m [%p] %a '".into()),
+    ];
+    for (k, v) in &opts.settings {
+        lines.retain(|(name, _)| name != k);
+        lines.push((k.clone(), v.clone()));
+    }
+    let mut text =
+        String::from("# written by dbio scratch at every start; edits are overwritten\n");
+    for (k, v) in lines {
+        text.push_str(&format!("{k} = {v}\n"));
+    }
+    let path = data_dir.join(SETTINGS_FILE);
+    std::fs::write(&path, text).map_err(io_err(&path))
+}
+
+/// The cluster in `dir` and whether its server runs.
+pub fn status(dir: &Path) -> Result<(ScratchCluster, bool)> {
+    let dir = absolute(dir)?;
+    let state = read_state(&dir)?.ok_or_else(|| {
+        PgError::scratch_usage(format!(
+            "no scratch cluster in {}; start one with `dbio scratch start --dir {}`",
+            dir.display(),
+            dir.display()
+        ))
+    })?;
+    let running = is_running(&state.bin, &state.data_dir);
+    Ok((ScratchCluster { dir, state }, running))
+}
+
+/// Stops the server cleanly (fast shutdown: sessions are disconnected, a checkpoint is
+/// written). Stopping a cluster that is not running is not an error.
+pub fn stop(dir: &Path) -> Result<ScratchCluster> {
+    let (cluster, running) = status(dir)?;
+    if running {
+        let data = cluster.state.data_dir.display().to_string();
+        run(
+            &mut server_command(
+                &cluster.state.bin.dir.join("pg_ctl"),
+                &["stop", "-w", "-t", "60", "-m", "fast", "-D", &data],
+            ),
+            "pg_ctl stop",
+        )?;
+    }
+    Ok(cluster)
+}
+
+/// Stops the server and deletes the folder (tests, quickstart clean-up).
+pub fn destroy(dir: &Path) -> Result<()> {
+    if read_state(&absolute(dir)?)?.is_some() {
+        stop(dir)?;
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(PgError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// Immediate shutdown (for fault tests: the server stops without a checkpoint).
+pub fn kill_immediate(cluster: &ScratchCluster) -> Result<()> {
+    let data = cluster.state.data_dir.display().to_string();
+    run(
+        &mut server_command(
+            &cluster.state.bin.dir.join("pg_ctl"),
+            &["stop", "-w", "-m", "immediate", "-D", &data],
+        ),
+        "pg_ctl stop -m immediate",
+    )?;
+    Ok(())
+}
+
+/// Waits until the server accepts connections or `timeout` passes.
+pub fn wait_ready(cluster: &ScratchCluster, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    let port = cluster.state.port.to_string();
+    while std::time::Instant::now() < deadline {
+        let ok = Command::new(cluster.state.bin.dir.join("pg_isready"))
+            .args(["-h", "127.0.0.1", "-p", &port, "-q"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_bin_without_server_is_a_usage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = find_pg_bin(Some(dir.path())).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("apt-get install postgresql"), "{e}");
+    }
+
+    #[test]
+    fn status_of_an_empty_folder_says_how_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = status(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("dbio scratch start"), "{e}");
+    }
+}

@@ -1,0 +1,217 @@
+//! Every SQL text the PostgreSQL backend runs, in one place. DDL templates live in
+//! `schema/postgres/*.sql`; identifiers are always quoted with [`quote_ident`].
+
+const TABLE_TEMPLATE: &str = include_str!("../../../schema/postgres/table.sql");
+const INDEX_TEMPLATE: &str = include_str!("../../../schema/postgres/index.sql");
+const COPY_TEMPLATE: &str = include_str!("../../../schema/postgres/copy.sql");
+
+/// Name of the SLOB table in each schema.
+pub const TABLE: &str = "cf1";
+/// Name of its key index.
+pub const INDEX: &str = "i_cf1";
+/// Filler columns c2..c9 and the characters in each.
+pub const FILLER_COLUMNS: usize = 8;
+pub const FILLER_LEN: usize = 120;
+/// Marker that starts the comment of every object dbio creates.
+pub const MARK: &str = "dbio";
+
+/// `"name"` with embedded quotes doubled, as PostgreSQL's quote_ident does.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `'text'` with embedded quotes doubled.
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Drops the leading `--` comment lines of a template.
+fn strip_comments(template: &str) -> String {
+    template
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+fn fill(template: &str, schema: &str, tablespace: Option<&str>) -> String {
+    let ts = tablespace
+        .map(|t| format!(" TABLESPACE {}", quote_ident(t)))
+        .unwrap_or_default();
+    strip_comments(template)
+        .replace("{schema}", &quote_ident(schema))
+        .replace("{tablespace}", &ts)
+}
+
+pub fn create_table(schema: &str, tablespace: Option<&str>) -> String {
+    fill(TABLE_TEMPLATE, schema, tablespace)
+}
+
+pub fn create_index(schema: &str, tablespace: Option<&str>) -> String {
+    fill(INDEX_TEMPLATE, schema, tablespace)
+}
+
+pub fn copy_in(schema: &str) -> String {
+    fill(COPY_TEMPLATE, schema, None)
+}
+
+pub fn create_schema(schema: &str) -> String {
+    format!("CREATE SCHEMA {}", quote_ident(schema))
+}
+
+pub fn comment_schema(schema: &str, comment: &str) -> String {
+    format!(
+        "COMMENT ON SCHEMA {} IS {}",
+        quote_ident(schema),
+        quote_literal(comment)
+    )
+}
+
+pub fn comment_table(schema: &str) -> String {
+    format!(
+        "COMMENT ON TABLE {}.{TABLE} IS '{MARK}'",
+        quote_ident(schema)
+    )
+}
+
+pub fn comment_index(schema: &str) -> String {
+    format!(
+        "COMMENT ON INDEX {}.{INDEX} IS '{MARK}'",
+        quote_ident(schema)
+    )
+}
+
+pub fn drop_table(schema: &str) -> String {
+    format!("DROP TABLE {}.{TABLE}", quote_ident(schema))
+}
+
+/// Without CASCADE: a schema that still holds objects dbio did not create is left in place.
+pub fn drop_schema(schema: &str) -> String {
+    format!("DROP SCHEMA {}", quote_ident(schema))
+}
+
+pub fn vacuum_freeze_analyze(schema: &str) -> String {
+    format!("VACUUM (FREEZE, ANALYZE) {}.{TABLE}", quote_ident(schema))
+}
+
+pub const CHECKPOINT: &str = "CHECKPOINT";
+
+/// Server facts every command needs: version, block size, shared_buffers in bytes, whether we
+/// are superuser, the database name.
+pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int, \
+     current_setting('server_version'), current_setting('block_size')::bigint, \
+     pg_size_bytes(current_setting('shared_buffers')), \
+     (SELECT rolsuper FROM pg_roles WHERE rolname = current_user), current_database(), current_user, \
+     has_database_privilege(current_database(), 'CREATE'), current_setting('track_io_timing')";
+
+/// Schemas by name with their comments (NULL comment = no comment).
+pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+     FROM pg_namespace n WHERE n.nspname = ANY($1::text[])";
+
+/// Every schema whose comment carries dbio's mark and whose name is `<prefix><digits>`.
+pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+     FROM pg_namespace n \
+     WHERE obj_description(n.oid, 'pg_namespace') LIKE 'dbio%' AND n.nspname ~ ('^' || $1 || '[0-9]+$') \
+     ORDER BY length(n.nspname), n.nspname";
+
+/// The SLOB table of a schema and its comment, if it exists.
+pub const TABLE_BY_SCHEMA: &str = "SELECT c.oid, obj_description(c.oid, 'pg_class') \
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = $1 AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
+
+/// Objects in a schema other than dbio's table and index: what dbio must not drop.
+pub const FOREIGN_OBJECTS: &str = "SELECT c.relname::text FROM pg_class c \
+     JOIN pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = $1 AND NOT (c.relname IN ('cf1', 'i_cf1') \
+       AND coalesce(obj_description(c.oid, 'pg_class'), '') = 'dbio') \
+     AND c.relkind IN ('r', 'p', 'i', 'S', 'v', 'm', 'f') ORDER BY 1";
+
+pub const TABLESPACE_USABLE: &str = "SELECT EXISTS (SELECT 1 FROM pg_tablespace WHERE spcname = $1), \
+     CASE WHEN EXISTS (SELECT 1 FROM pg_tablespace WHERE spcname = $1) \
+          THEN has_tablespace_privilege($1, 'CREATE') ELSE false END";
+
+/// Table and index size in bytes.
+pub fn relation_sizes(schema: &str) -> String {
+    let s = quote_literal(&quote_ident(schema));
+    format!(
+        "SELECT pg_relation_size(({s} || '.{TABLE}')::regclass), pg_relation_size(({s} || '.{INDEX}')::regclass)"
+    )
+}
+
+/// Rows and distinct heap blocks (the block number is the first half of a ctid).
+pub fn rows_and_blocks(schema: &str) -> String {
+    format!(
+        "SELECT count(*), count(DISTINCT (ctid::text::point)[0]) FROM {}.{TABLE}",
+        quote_ident(schema)
+    )
+}
+
+/// Catalog state of the table and index: pages, all-visible pages, analyzed, index valid.
+pub const TABLE_STATE: &str = "SELECT c.relpages::bigint, c.relallvisible::bigint, \
+     EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = $1 AND s.tablename = 'cf1'), \
+     coalesce((SELECT i.indisvalid AND i.indisready FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid \
+               WHERE i.indrelid = c.oid AND ic.relname = 'i_cf1'), false), \
+     coalesce((SELECT n_dead_tup FROM pg_stat_user_tables t WHERE t.relid = c.oid), 0) \
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = $1 AND c.relname = 'cf1'";
+
+/// The reader's statement: `work_unit` consecutive keys, an aggregate of a filler column so
+/// every block is visited but no row travels to the client.
+pub fn read_range(schema: &str) -> String {
+    format!(
+        "SELECT count(c2) FROM {}.{TABLE} WHERE custid BETWEEN $1 AND $2",
+        quote_ident(schema)
+    )
+}
+
+/// EXPLAIN of the read with literal bounds, to see that the index is used.
+pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
+    format!(
+        "EXPLAIN (FORMAT JSON) SELECT count(c2) FROM {}.{TABLE} WHERE custid BETWEEN {lo} AND {hi}",
+        quote_ident(schema)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_quoted_identifiers() {
+        let t = create_table("user1", Some("fast ts"));
+        assert!(t.starts_with("CREATE TABLE \"user1\".cf1 ("), "{t}");
+        assert!(
+            t.ends_with("WITH (fillfactor = 10) TABLESPACE \"fast ts\""),
+            "{t}"
+        );
+        assert!(!t.contains("--"));
+        let i = create_index("user1", None);
+        assert_eq!(
+            i,
+            "CREATE INDEX i_cf1 ON \"user1\".cf1 (custid) WITH (fillfactor = 100)"
+        );
+        assert!(copy_in("user2").contains("FORMAT binary, FREEZE"));
+    }
+
+    #[test]
+    fn quoting_doubles_quotes() {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+        assert_eq!(
+            comment_schema("user1", "dbio {\"a\":1}"),
+            "COMMENT ON SCHEMA \"user1\" IS 'dbio {\"a\":1}'"
+        );
+    }
+
+    #[test]
+    fn table_has_the_filler_columns_copy_names() {
+        let t = create_table("s", None);
+        let filler = (2..2 + FILLER_COLUMNS)
+            .filter(|i| t.contains(&format!("c{i} text")))
+            .count();
+        assert_eq!(filler, FILLER_COLUMNS);
+        assert!(copy_in("s").contains("c9)"));
+    }
+}
