@@ -1,1 +1,6 @@
-fn main() {}
+//! End-to-end tests: each test starts its own scratch PostgreSQL, drives the real `dbio`
+//! binary against it, and checks the result with the server's own catalog and counters.
+
+mod bad_input;
+mod scratch;
+mod setup;

@@ -1,0 +1,97 @@
+//! The binary's usage and configuration errors, which need no database.
+
+use std::process::{Command, Output};
+
+fn dbio(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dbio"))
+        .args(args)
+        .output()
+        .expect("dbio runs")
+}
+
+fn config(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    f
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn unknown_key_is_exit_2_with_key_and_line() {
+    let f = config("data:\n  schemas: 2\n  scael: 64MB\n");
+    let out = dbio(&["check", "-c", f.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    let e = err(&out);
+    assert!(e.contains("scael") && e.contains("line 3"), "{e}");
+}
+
+#[test]
+fn bad_unit_is_exit_2_with_key_named() {
+    let f = config("data:\n  scale: 64XB\n");
+    let out = dbio(&["setup", "-c", f.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = err(&out);
+    assert!(
+        e.contains("`scale`") && e.contains("unknown unit") && e.contains("line 2"),
+        "{e}"
+    );
+
+    let out = dbio(&["setup", "--scale", "4000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = err(&out);
+    assert!(e.contains("--scale") && e.contains("no unit"), "{e}");
+}
+
+#[test]
+fn zero_schemas_is_exit_2_with_key_and_range() {
+    let f = config("data:\n  schemas: 0\n");
+    let out = dbio(&["setup", "-c", f.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = err(&out);
+    assert!(e.contains("data.schemas") && e.contains("1..=4096"), "{e}");
+    let out = dbio(&["setup", "--schemas", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err(&out).contains("data.schemas (--schemas)"),
+        "{}",
+        err(&out)
+    );
+}
+
+#[test]
+fn missing_config_file_is_exit_2() {
+    let out = dbio(&["check", "-c", "/nonexistent/dbio.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err(&out).contains("/nonexistent/dbio.yaml"),
+        "{}",
+        err(&out)
+    );
+}
+
+#[test]
+fn every_command_explains_its_options() {
+    let out = dbio(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["setup", "check", "teardown", "scratch", "quickstart"] {
+        assert!(text.contains(cmd), "--help lacks {cmd}");
+        let out = dbio(&[cmd, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd} --help");
+    }
+    let setup = String::from_utf8_lossy(&dbio(&["setup", "--help"]).stdout).into_owned();
+    for flag in [
+        "--schemas",
+        "--scale",
+        "--tablespace",
+        "--parallel",
+        "--force",
+        "--dsn",
+        "data.scale",
+    ] {
+        assert!(setup.contains(flag), "setup --help lacks {flag}");
+    }
+}

@@ -1,0 +1,247 @@
+//! Bad input and hostile conditions: each gets a one-line error naming the cause and what to
+//! do, the right exit code, and no schema left looking complete.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, is_root, stderr, stdout};
+
+fn error_line(o: &std::process::Output) -> String {
+    stderr(o)
+        .lines()
+        .find(|l| l.starts_with("dbio: error:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn unreachable_host_is_exit_2_naming_the_target() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dsn = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+    let out = dbio(&["setup", "--dsn", &dsn, "--scale", "100blocks"]);
+    assert_exit(&out, 2);
+    let line = error_line(&out);
+    assert!(
+        line.contains("cannot connect") && line.contains(&format!("port={port}")),
+        "{line}"
+    );
+    assert!(line.contains("is the server running"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_and_missing_database_are_exit_2() {
+    let pg = TestCluster::start_with(16, Some("Right-Pass-1"), &[]);
+    let port = pg.cluster.state.port;
+    let dsn =
+        format!("host=127.0.0.1 port={port} user=postgres dbname=postgres password=Wr0ng-Pass-9");
+    let out = dbio(&["check", "--dsn", &dsn]);
+    assert_exit(&out, 2);
+    let line = error_line(&out);
+    assert!(line.contains("password authentication failed"), "{line}");
+    assert!(line.contains("PGPASSWORD"), "{line}");
+    assert!(
+        !format!("{}{}", stdout(&out), stderr(&out)).contains("Wr0ng-Pass-9"),
+        "password leaked"
+    );
+
+    // The right password through PGPASSWORD, a database that does not exist.
+    let dsn = format!("host=127.0.0.1 port={port} user=postgres dbname=nosuchdb");
+    let out = dbio_tests::dbio_env(&["check", "--dsn", &dsn], &[("PGPASSWORD", "Right-Pass-1")]);
+    assert_exit(&out, 2);
+    let line = error_line(&out);
+    assert!(
+        line.contains("does not exist") && line.contains("createdb nosuchdb"),
+        "{line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_without_create_privilege_is_told_what_to_grant() {
+    let pg = TestCluster::start(16);
+    pg.client()
+        .await
+        .batch_execute("CREATE ROLE weak LOGIN")
+        .await
+        .unwrap();
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=weak dbname=postgres",
+        pg.cluster.state.port
+    );
+    let out = dbio(&[
+        "setup",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "100blocks",
+        "-q",
+    ]);
+    assert_exit(&out, 2);
+    let line = error_line(&out);
+    assert!(
+        line.contains("may not create schemas") && line.contains("GRANT CREATE ON DATABASE"),
+        "{line}"
+    );
+    let n: i64 = pg
+        .client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'user1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}
+
+/// A small tmpfs mounted for a tablespace; unmounted when dropped (after the cluster stops).
+struct SmallDisk {
+    path: std::path::PathBuf,
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
+    if !is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("dbio-small-disk-{}", std::process::id()));
+    std::fs::create_dir_all(&path).unwrap();
+    let disk = SmallDisk { path: path.clone() };
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=12m", "tmpfs"])
+        .arg(&path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mount tmpfs");
+    assert!(
+        Command::new("chown")
+            .arg("postgres:")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let pg = TestCluster::start(16);
+    let c = pg.client().await;
+    c.batch_execute(&format!(
+        "CREATE TABLESPACE small LOCATION '{}'",
+        path.display()
+    ))
+    .await
+    .unwrap();
+    let dsn = pg.dsn();
+    let out = dbio(&[
+        "setup",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "4000blocks",
+        "--tablespace",
+        "small",
+        "-q",
+    ]);
+    assert_exit(&out, 1);
+    let line = error_line(&out);
+    assert!(
+        line.contains("user1") && line.contains("53100") && line.contains("disk is full"),
+        "{line}"
+    );
+
+    let out = dbio(&[
+        "check",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "4000blocks",
+    ]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("load incomplete"), "{}", stdout(&out));
+    drop(c);
+    drop(pg);
+    drop(disk);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    let args = [
+        "setup",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "30000blocks",
+        "-q",
+    ];
+    let mut child = Command::new(dbio_bin())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let c = pg.client().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mark: Option<String> = c
+            .query_one("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = 'user1' UNION ALL SELECT NULL LIMIT 1", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if mark.is_some_and(|m| m.contains("loading")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "setup never marked user1 as loading"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "setup took {:?} to stop",
+        start.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+
+    let check = [
+        "check",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "30000blocks",
+    ];
+    let out = dbio(&check);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("load incomplete"), "{}", stdout(&out));
+
+    assert_exit(&dbio(&args), 0);
+    assert_exit(&dbio(&check), 0);
+}
