@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
+use dbio_core::config::{OnError, RedoStress};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -75,6 +76,33 @@ pub enum Command {
         yes: bool,
     },
 
+    /// Drive reader and writer sessions against the data set and measure them.
+    ///
+    /// R readers (each mixing in updates at --update-pct) and W writers, one connection each
+    /// (application_name dbio-reader-<n> / dbio-writer-<n>), mapped to the schemas
+    /// round-robin. All connect and prepare first, then start together; the window is
+    /// --run-time, or --work-loop operations per session. Writes result.json and report.txt
+    /// to --out (default results/<UTC timestamp>-<label>/). Ctrl-C stops the sessions,
+    /// cancels their statements and writes the result with status `interrupted`.
+    Run {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        data: DataArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+
+    /// Re-render a result.json as text or JSON.
+    Report {
+        /// A result.json written by `dbio run`.
+        #[arg(value_name = "RESULT.json")]
+        result: PathBuf,
+        /// Output format.
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+        format: String,
+    },
+
     /// Manage a throwaway local PostgreSQL cluster (initdb + pg_ctl).
     Scratch {
         #[command(subcommand)]
@@ -137,6 +165,122 @@ pub struct ScratchArgs {
     /// Extra server setting, repeatable: --set debug_io_direct=data
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub settings: Vec<String>,
+}
+
+/// The run keys; each flag names the config key it overrides.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    /// Reader sessions [config: run.readers; default 1]
+    #[arg(long, value_name = "N")]
+    pub readers: Option<u32>,
+    /// Writer sessions, update only [config: run.writers; default 0]
+    #[arg(long, value_name = "N")]
+    pub writers: Option<u32>,
+    /// Percent of each reader's operations that are updates, 0-100 [config: run.update_pct; default 0]
+    #[arg(long, value_name = "P")]
+    pub update_pct: Option<u32>,
+    /// Length of the measured window [config: run.run_time; default 30s]
+    #[arg(long, value_name = "DUR", conflicts_with = "work_loop")]
+    pub run_time: Option<Dur>,
+    /// Operations per session instead of a time window [config: run.work_loop]
+    #[arg(long, value_name = "N")]
+    pub work_loop: Option<u64>,
+    /// Keys (= blocks) per read [config: run.work_unit; default 64]
+    #[arg(long, value_name = "N")]
+    pub work_unit: Option<u64>,
+    /// Keys (= blocks) per update [config: run.update_work_unit; default 8]
+    #[arg(long, value_name = "N")]
+    pub update_work_unit: Option<u64>,
+    /// Update one filler column (lite) or all (heavy) [config: run.redo_stress; default lite]
+    #[arg(long, value_name = "MODE", value_parser = ["lite", "heavy"])]
+    pub redo_stress: Option<String>,
+    /// All sessions on the first schema [config: run.hot_schema]
+    #[arg(long)]
+    pub hot_schema: bool,
+    /// Seed of the sessions' key sequences [config: run.seed; default 1]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Unmeasured warm-up before the window [config: run.warmup; default 0s]
+    #[arg(long, value_name = "DUR")]
+    pub warmup: Option<Dur>,
+    /// Progress line period on stderr, 0s for none [config: run.progress; default 5s]
+    #[arg(long, value_name = "DUR")]
+    pub progress: Option<Dur>,
+    /// Time-series interval [config: run.interval; default 1s]
+    #[arg(long, value_name = "DUR")]
+    pub interval: Option<Dur>,
+    /// On a session error: abort the run, or continue and count [config: run.on_error; default abort]
+    #[arg(long, value_name = "POLICY", value_parser = ["abort", "continue"])]
+    pub on_error: Option<String>,
+    /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Label of the run, in the result and the folder name [config: run.label]
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+}
+
+impl RunArgs {
+    pub fn apply(&self, c: &mut Config) {
+        let r = &mut c.run;
+        if let Some(v) = self.readers {
+            r.readers = v;
+        }
+        if let Some(v) = self.writers {
+            r.writers = v;
+        }
+        if let Some(v) = self.update_pct {
+            r.update_pct = v;
+        }
+        if let Some(v) = self.run_time {
+            r.run_time = v;
+            r.work_loop = 0;
+        }
+        if let Some(v) = self.work_loop {
+            r.work_loop = v;
+        }
+        if let Some(v) = self.work_unit {
+            r.work_unit = v;
+        }
+        if let Some(v) = self.update_work_unit {
+            r.update_work_unit = v;
+        }
+        if let Some(v) = &self.redo_stress {
+            r.redo_stress = if v == "heavy" {
+                RedoStress::Heavy
+            } else {
+                RedoStress::Lite
+            };
+        }
+        if self.hot_schema {
+            r.hot_schema = true;
+        }
+        if let Some(v) = self.seed {
+            r.seed = v;
+        }
+        if let Some(v) = self.warmup {
+            r.warmup = v;
+        }
+        if let Some(v) = self.progress {
+            r.progress = v;
+        }
+        if let Some(v) = self.interval {
+            r.interval = v;
+        }
+        if let Some(v) = &self.on_error {
+            r.on_error = if v == "continue" {
+                OnError::Continue
+            } else {
+                OnError::Abort
+            };
+        }
+        if let Some(v) = &self.out {
+            r.out = Some(v.clone());
+        }
+        if let Some(v) = &self.label {
+            r.label = Some(v.clone());
+        }
+    }
 }
 
 /// Options every command that talks to a database takes.

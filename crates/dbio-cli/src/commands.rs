@@ -6,10 +6,14 @@ use std::sync::Arc;
 use dbio_core::Config;
 use dbio_core::config::Engine;
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
+use dbio_core::driver::{DriveConfig, Progress, RunStatus, WindowSpec, drive, session_specs};
+use dbio_core::report;
+use dbio_core::result::{RunContext, RunResult};
 use dbio_core::units::{SizeSpec, format_bytes};
+use dbio_core::workload::Workload;
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
-use dbio_postgres::{PgError, Target, check, conn, loader, teardown};
+use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs, ScratchAction, ScratchArgs};
@@ -49,6 +53,23 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             let (config, target) = prepare(&common, &data)?;
             teardown_cmd(&config, &target, yes).await
+        }
+        Command::Run { common, data, run } => {
+            let (mut config, target) = prepare(&common, &data)?;
+            run.apply(&mut config);
+            let result = run_benchmark(&config, &target, quiet).await?;
+            Ok(exit_code(&result))
+        }
+        Command::Report { result, format } => {
+            let r = RunResult::read_json(&result)?;
+            if format == "json" {
+                let text =
+                    serde_json::to_string_pretty(&r).map_err(|e| Failure::new(1, e.to_string()))?;
+                println!("{text}");
+            } else {
+                print!("{}", report::render_text(&r));
+            }
+            Ok(0)
         }
         Command::Scratch { action } => scratch_cmd(action),
         Command::Quickstart {
@@ -309,4 +330,135 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     println!("== check ==");
     print!("{}", report.render_text());
     Ok(if report.ok() { 0 } else { 1 })
+}
+
+/// Exit code of a finished run: 0 ok, 1 failed or interrupted.
+fn exit_code(r: &RunResult) -> u8 {
+    match r.status {
+        RunStatus::Ok => 0,
+        RunStatus::Failed | RunStatus::Interrupted => 1,
+    }
+}
+
+/// Resolves when Ctrl-C arrives; never, when the signal cannot be watched.
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// `results/<UTC timestamp>-<label>/`, made unique if a folder of that name exists.
+fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let label: String = label
+        .unwrap_or("run")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = std::path::PathBuf::from("results").join(format!("{stamp}-{label}"));
+    let mut dir = base.clone();
+    let mut n = 2;
+    while dir.exists() {
+        dir = std::path::PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    dir
+}
+
+fn print_progress(p: &Progress) {
+    if p.warmup {
+        eprintln!("progress: warm-up");
+        return;
+    }
+    eprintln!(
+        "progress: {:.1} s, {:.1} ops/s, p99 {} µs, {} errors",
+        p.elapsed_s,
+        p.ops_per_s,
+        p.p99_us
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into()),
+        p.errors
+    );
+}
+
+/// Preflight, sessions, the measured window, result.json and report.txt.
+async fn run_benchmark(
+    config: &Config,
+    target: &Target,
+    quiet: bool,
+) -> Result<RunResult, Failure> {
+    config.validate_run(DEFAULT_BLOCK_SIZE)?;
+    let schema_names = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE).schema_names();
+    let r = &config.run;
+    let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
+    let pre = interruptible(run::preflight(target, config, &specs), "run").await?;
+    let block_size = pre.info.block_size;
+    config.validate_run(block_size)?;
+    let workload = Workload::from_config(config, block_size)?;
+
+    let out_dir = r
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
+    std::fs::create_dir_all(&out_dir).map_err(|e| {
+        Failure::new(
+            2,
+            format!("cannot create the result folder {}: {e}", out_dir.display()),
+        )
+    })?;
+
+    eprintln!(
+        "run: {} reader(s), {} writer(s) on {target} (PostgreSQL {}); connecting and preparing",
+        r.readers, r.writers, pre.info.version
+    );
+    let sessions = interruptible(run::open_sessions(target, &specs, r.redo_stress), "run").await?;
+    let window = if r.work_loop > 0 {
+        WindowSpec::Loops(r.work_loop)
+    } else {
+        WindowSpec::Time(r.run_time.0)
+    };
+    let drive_cfg = DriveConfig {
+        workload,
+        window,
+        warmup: r.warmup.0,
+        interval: r.interval.0,
+        progress: if quiet {
+            std::time::Duration::ZERO
+        } else {
+            r.progress.0
+        },
+        on_error: r.on_error,
+        seed: r.seed,
+    };
+    eprintln!("run: {} sessions ready; measuring", specs.len());
+    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress).await;
+
+    let mut recorded = config.clone();
+    recorded.target.dsn = Some(target.redacted());
+    recorded.run.out = Some(out_dir.clone());
+    let result = RunResult::build(
+        RunContext {
+            config: recorded,
+            environment: pre.environment,
+            warnings: pre.warnings,
+        },
+        window,
+        outcome,
+    );
+    let text = report::render_text(&result);
+    result.write_json(&out_dir)?;
+    dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
+    print!("{text}");
+    eprintln!(
+        "results: {}/result.json, {}/report.txt",
+        out_dir.display(),
+        out_dir.display()
+    );
+    Ok(result)
 }

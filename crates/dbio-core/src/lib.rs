@@ -3,8 +3,13 @@
 
 pub mod config;
 pub mod dataset;
+pub mod driver;
 pub mod error;
+pub mod report;
+pub mod result;
+pub mod stats;
 pub mod units;
+pub mod workload;
 
 pub use config::Config;
 pub use error::CoreError;

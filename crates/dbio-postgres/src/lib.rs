@@ -8,8 +8,10 @@ mod copy;
 pub mod error;
 pub mod loader;
 pub mod marker;
+pub mod run;
 pub mod scratch;
 pub mod server;
+pub mod session;
 pub mod sql;
 pub mod teardown;
 

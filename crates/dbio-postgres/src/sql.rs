@@ -166,6 +166,48 @@ pub fn read_range(schema: &str) -> String {
     )
 }
 
+/// The update: `update_work_unit` consecutive keys set to `$3`; one filler column (redo
+/// stress lite) or all of them (heavy). The key is not changed, so updates are HOT and each
+/// row stays in its block.
+pub fn update_range(schema: &str, heavy: bool) -> String {
+    let set = if heavy {
+        (2..2 + FILLER_COLUMNS)
+            .map(|i| format!("c{i} = $3"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        "c2 = $3".to_string()
+    };
+    format!(
+        "UPDATE {}.{TABLE} SET {set} WHERE custid BETWEEN $1 AND $2",
+        quote_ident(schema)
+    )
+}
+
+/// Settings recorded with every result; `current_setting(name, true)` is NULL for a setting
+/// this server version does not have.
+pub const SETTINGS: &str = "SELECT n, current_setting(n, true) FROM unnest($1::text[]) AS n";
+
+pub const SETTING_NAMES: &[&str] = &[
+    "shared_buffers",
+    "block_size",
+    "track_io_timing",
+    "data_checksums",
+    "io_method",
+    "debug_io_direct",
+    "effective_io_concurrency",
+    "max_connections",
+    "autovacuum",
+    "fsync",
+    "synchronous_commit",
+    "wal_level",
+    "checkpoint_timeout",
+    "max_wal_size",
+];
+
+/// Connections the role may still open: max_connections minus reserved and in-use slots.
+pub const FREE_CONNECTIONS: &str = "SELECT current_setting('max_connections')::int      - current_setting('superuser_reserved_connections')::int      - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int";
+
 /// EXPLAIN of the read with literal bounds, to see that the index is used.
 pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
     format!(
@@ -193,6 +235,23 @@ mod tests {
             "CREATE INDEX i_cf1 ON \"user1\".cf1 (custid) WITH (fillfactor = 100)"
         );
         assert!(copy_in("user2").contains("FORMAT binary, FREEZE"));
+    }
+
+    #[test]
+    fn updates_touch_one_or_all_filler_columns() {
+        assert_eq!(
+            update_range("user1", false),
+            "UPDATE \"user1\".cf1 SET c2 = $3 WHERE custid BETWEEN $1 AND $2"
+        );
+        let heavy = update_range("user1", true);
+        assert!(
+            heavy.contains("c2 = $3, c3 = $3") && heavy.contains("c9 = $3 WHERE"),
+            "{heavy}"
+        );
+        assert_eq!(
+            read_range("u"),
+            "SELECT count(c2) FROM \"u\".cf1 WHERE custid BETWEEN $1 AND $2"
+        );
     }
 
     #[test]

@@ -1,0 +1,861 @@
+//! The session driver: owns timing. Sessions arrive connected and prepared; one release starts
+//! them together; the measured window is exactly `run_time` after an optional warm-up, or
+//! `work_loop` measured operations per session. Each operation is timed around its one round
+//! trip and recorded into the session's own HDR histogram (no lock, merged at the end) and
+//! into lock-free interval counters that the coordinator drains for the time series and the
+//! progress line. Ctrl-C or a fatal error stops every session and cancels its statement.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::{DateTime, Utc};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::OnError;
+use crate::stats::{LOG_BUCKETS, LogBuckets, bucket_quantile, new_histogram};
+use crate::workload::{Op, OpKind, OpStream, SessionKind, Workload, session_seed};
+
+/// An operation's failure as the backend reports it.
+#[derive(Debug, Clone)]
+pub struct OpError {
+    /// The database's own message, with SQLSTATE where there is one.
+    pub message: String,
+    /// The connection is gone: this session cannot go on.
+    pub fatal: bool,
+}
+
+/// Cancels the statement a session is running, from another task.
+pub type Canceller = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// One benchmark session: one connection, its statements prepared, for the whole run.
+pub trait Session: Send + 'static {
+    /// Reads keys `lo..=hi` through the index; returns the rows seen.
+    fn read(&mut self, lo: i64, hi: i64) -> impl Future<Output = Result<u64, OpError>> + Send;
+    /// Updates keys `lo..=hi` to `value`; returns the rows changed.
+    fn update(
+        &mut self,
+        lo: i64,
+        hi: i64,
+        value: &str,
+    ) -> impl Future<Output = Result<u64, OpError>> + Send;
+    fn canceller(&self) -> Canceller;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSpec {
+    /// 0-based position among all sessions; seeds its PRNG.
+    pub index: u32,
+    /// `dbio-reader-<n>` / `dbio-writer-<n>`; also the connection's application_name.
+    pub name: String,
+    pub kind: SessionKind,
+    pub schema: String,
+}
+
+/// Sessions for R readers and W writers over `schemas` schemas: readers first, then writers,
+/// mapped to schemas round-robin, or all to the first schema with `hot_schema`.
+pub fn session_specs(
+    readers: u32,
+    writers: u32,
+    schema_names: &[String],
+    hot_schema: bool,
+) -> Vec<SessionSpec> {
+    let kinds = (1..=readers)
+        .map(|n| (SessionKind::Reader, n))
+        .chain((1..=writers).map(|n| (SessionKind::Writer, n)));
+    kinds
+        .enumerate()
+        .map(|(i, (kind, n))| {
+            let schema = if hot_schema || schema_names.is_empty() {
+                schema_names.first().cloned().unwrap_or_default()
+            } else {
+                schema_names[i % schema_names.len()].clone()
+            };
+            SessionSpec {
+                index: i as u32,
+                name: match kind {
+                    SessionKind::Reader => format!("dbio-reader-{n}"),
+                    SessionKind::Writer => format!("dbio-writer-{n}"),
+                },
+                kind,
+                schema,
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// Measure for this long.
+    Time(Duration),
+    /// Measure this many operations per session.
+    Loops(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct DriveConfig {
+    pub workload: Workload,
+    pub window: WindowSpec,
+    pub warmup: Duration,
+    pub interval: Duration,
+    pub progress: Duration,
+    pub on_error: OnError,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+/// A session error as the result reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionError {
+    /// Seconds after the start of the measured window (negative: during warm-up).
+    pub at_s: f64,
+    pub kind: OpKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionOutcome {
+    pub spec: SessionSpec,
+    /// First measured operation's start and last one's end; None when it measured nothing.
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+    /// Measured operations per kind (read, update), errors excluded.
+    pub ops: [u64; 2],
+    pub errors: [u64; 2],
+    pub rows: [u64; 2],
+    pub first_error: Option<SessionError>,
+    /// Why the session stopped: `window`, `interrupted`, `aborted`, `error`.
+    pub ended_by: String,
+    #[serde(skip)]
+    pub histograms: Option<Box<[Histogram<u64>; 2]>>,
+    #[serde(skip)]
+    last_end_at: Option<Instant>,
+}
+
+/// One interval of the time series (a live-progress line aggregates several).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRow {
+    /// End of the interval, seconds after the window's start.
+    pub t_s: f64,
+    pub seconds: f64,
+    pub reads: u64,
+    pub updates: u64,
+    pub errors: u64,
+    pub ops_per_s: f64,
+    /// From log buckets: upper bound of the bucket holding the percentile (within 12.5%).
+    pub p50_us: Option<u64>,
+    pub p99_us: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
+pub struct DriveOutcome {
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub measured_s: f64,
+    pub warmup_s: f64,
+    pub sessions: Vec<SessionOutcome>,
+    /// Merged over sessions: read, update.
+    pub histograms: [Histogram<u64>; 2],
+    pub timeseries: Vec<IntervalRow>,
+    /// This process's CPU during the measured window (all threads).
+    pub client_cpu: Option<CpuUsage>,
+}
+
+/// What the live progress line shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub elapsed_s: f64,
+    pub ops_per_s: f64,
+    pub p99_us: Option<u64>,
+    pub errors: u64,
+    pub warmup: bool,
+}
+
+/// Shared between the coordinator and the sessions.
+struct Shared {
+    stop: AtomicBool,
+    stop_tx: watch::Sender<bool>,
+    /// (status, message) of whoever stopped the run first.
+    reason: std::sync::Mutex<Option<(RunStatus, String)>>,
+}
+
+impl Shared {
+    fn stop(&self, status: RunStatus, message: String) {
+        if let Ok(mut r) = self.reason.lock()
+            && r.is_none()
+        {
+            *r = Some((status, message));
+        }
+        self.stop.store(true, Ordering::Release);
+        self.stop_tx.send_replace(true);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// Per-session counters the coordinator drains every interval.
+#[derive(Default)]
+struct Live {
+    ops: [AtomicU64; 2],
+    errors: AtomicU64,
+    latency: LogBuckets,
+}
+
+#[derive(Clone, Copy)]
+struct Timeline {
+    measure_from: Instant,
+    end: Option<Instant>,
+    loops: Option<u64>,
+    /// Wall-clock time of `measure_from`, to stamp results in UTC.
+    wall_at_measure: SystemTime,
+}
+
+impl Timeline {
+    fn utc(&self, at: Instant) -> DateTime<Utc> {
+        let t = if at >= self.measure_from {
+            self.wall_at_measure + (at - self.measure_from)
+        } else {
+            self.wall_at_measure - (self.measure_from - at)
+        };
+        DateTime::<Utc>::from(t)
+    }
+
+    fn offset_s(&self, at: Instant) -> f64 {
+        if at >= self.measure_from {
+            (at - self.measure_from).as_secs_f64()
+        } else {
+            -(self.measure_from - at).as_secs_f64()
+        }
+    }
+}
+
+/// Runs the sessions and returns what was measured. `interrupt` resolves on Ctrl-C (or any
+/// other reason to stop early); `on_progress` is called every `progress` period.
+pub async fn drive<S: Session>(
+    sessions: Vec<(SessionSpec, S)>,
+    cfg: &DriveConfig,
+    interrupt: impl Future<Output = ()>,
+    mut on_progress: impl FnMut(&Progress),
+) -> DriveOutcome {
+    let (stop_tx, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        stop_tx,
+        reason: std::sync::Mutex::new(None),
+    });
+    let (go_tx, go_rx) = watch::channel::<Option<Timeline>>(None);
+    let mut cancellers = Vec::new();
+    let mut lives = Vec::new();
+    let mut tasks = JoinSet::new();
+    for (spec, session) in sessions {
+        cancellers.push(session.canceller());
+        let live = Arc::new(Live::default());
+        lives.push(Arc::clone(&live));
+        let ops = OpStream::new(
+            cfg.workload.clone(),
+            spec.kind,
+            session_seed(cfg.seed, spec.index),
+        );
+        let ctx = SessionCtx {
+            shared: Arc::clone(&shared),
+            live,
+            go: go_rx.clone(),
+            on_error: cfg.on_error,
+        };
+        tasks.spawn(session_loop(session, spec, ops, ctx));
+    }
+
+    // Every session is connected and prepared: release them together.
+    let go = Instant::now();
+    let measure_from = go + cfg.warmup;
+    let timeline = Timeline {
+        measure_from,
+        end: match cfg.window {
+            WindowSpec::Time(d) => Some(measure_from + d),
+            WindowSpec::Loops(_) => None,
+        },
+        loops: match cfg.window {
+            WindowSpec::Loops(n) => Some(n),
+            WindowSpec::Time(_) => None,
+        },
+        wall_at_measure: SystemTime::now() + cfg.warmup,
+    };
+    go_tx.send_replace(Some(timeline));
+
+    let mut cpu_start = if cfg.warmup.is_zero() {
+        cpu_now()
+    } else {
+        None
+    };
+    let mut timeseries = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut counts = vec![0u64; LOG_BUCKETS];
+    let mut last_drain = measure_from;
+    let mut progress_acc = ProgressAcc::default();
+    let mut next_progress = measure_from + cfg.progress;
+    let mut next_tick = measure_from + cfg.interval;
+    let mut stopped_at: Option<Instant> = None;
+    tokio::pin!(interrupt);
+    let mut interrupt_done = false;
+    let mut stop_rx = shared.stop_tx.subscribe();
+
+    if !cfg.warmup.is_zero() {
+        on_progress(&Progress {
+            elapsed_s: 0.0,
+            ops_per_s: 0.0,
+            p99_us: None,
+            errors: 0,
+            warmup: true,
+        });
+    }
+    loop {
+        let wake = if Instant::now() < measure_from {
+            measure_from
+        } else {
+            next_tick
+        };
+        tokio::select! {
+            joined = tasks.join_next() => {
+                match joined {
+                    Some(Ok(outcome)) => outcomes.push(outcome),
+                    Some(Err(e)) => shared.stop(RunStatus::Failed, format!("a session task ended abnormally: {e}")),
+                    None => break,
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {
+                let now = Instant::now();
+                if now >= measure_from && cpu_start.is_none() {
+                    cpu_start = cpu_now();
+                }
+                if now >= next_tick {
+                    let row = drain(&lives, &mut counts, timeline, last_drain, now);
+                    last_drain = now;
+                    next_tick += cfg.interval;
+                    progress_acc.add(&row, &counts);
+                    timeseries.push(row);
+                    if !cfg.progress.is_zero() && now >= next_progress {
+                        on_progress(&progress_acc.take(timeline.offset_s(now)));
+                        while next_progress <= now {
+                            next_progress += cfg.progress;
+                        }
+                    }
+                }
+            }
+            _ = &mut interrupt, if !interrupt_done => {
+                interrupt_done = true;
+                shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+            }
+            _ = stop_rx.changed(), if stopped_at.is_none() => {
+                if *stop_rx.borrow() {
+                    stopped_at = Some(Instant::now());
+                    // Cancel every statement in flight so sessions return at once.
+                    for c in &cancellers {
+                        tokio::spawn(c());
+                    }
+                }
+            }
+        }
+    }
+    let end_instant = match (timeline.end, stopped_at) {
+        (_, Some(s)) => s,
+        (Some(end), None) => end,
+        (None, None) => outcomes
+            .iter()
+            .filter_map(|o| o.last_end_at)
+            .max()
+            .unwrap_or(measure_from),
+    }
+    .max(measure_from);
+    let client_cpu = match (cpu_start, cpu_now()) {
+        (Some(a), Some(b)) => Some(CpuUsage {
+            user_s: b.user_s - a.user_s,
+            system_s: b.system_s - a.system_s,
+        }),
+        _ => None,
+    };
+    // The last, partial interval.
+    let now = Instant::now();
+    if now > last_drain && now >= measure_from {
+        let row = drain(&lives, &mut counts, timeline, last_drain, now);
+        if row.reads + row.updates + row.errors > 0 {
+            timeseries.push(row);
+        }
+    }
+
+    let mut histograms = [new_histogram(), new_histogram()];
+    for o in &mut outcomes {
+        if let Some(h) = o.histograms.take() {
+            for k in 0..2 {
+                // Same bounds everywhere, so adding cannot fail.
+                let _ = histograms[k].add(&h[k]);
+            }
+        }
+    }
+    outcomes.sort_by_key(|o| o.spec.index);
+    let (status, error) = match shared.reason.lock().ok().and_then(|r| r.clone()) {
+        Some((status, message)) => (status, Some(message)),
+        None => (RunStatus::Ok, None),
+    };
+    let measured_s = (end_instant - measure_from).as_secs_f64();
+    DriveOutcome {
+        status,
+        error,
+        start: timeline.utc(measure_from),
+        end: timeline.utc(end_instant),
+        measured_s,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        sessions: outcomes,
+        histograms,
+        timeseries,
+        client_cpu,
+    }
+}
+
+fn drain(
+    lives: &[Arc<Live>],
+    counts: &mut [u64],
+    timeline: Timeline,
+    from: Instant,
+    to: Instant,
+) -> IntervalRow {
+    counts.iter_mut().for_each(|c| *c = 0);
+    let (mut reads, mut updates, mut errors) = (0, 0, 0);
+    for l in lives {
+        reads += l.ops[0].swap(0, Ordering::Relaxed);
+        updates += l.ops[1].swap(0, Ordering::Relaxed);
+        errors += l.errors.swap(0, Ordering::Relaxed);
+        l.latency.drain_into(counts);
+    }
+    let seconds = (to - from).as_secs_f64();
+    IntervalRow {
+        t_s: timeline.offset_s(to),
+        seconds,
+        reads,
+        updates,
+        errors,
+        ops_per_s: if seconds > 0.0 {
+            (reads + updates) as f64 / seconds
+        } else {
+            0.0
+        },
+        p50_us: bucket_quantile(counts, 0.50),
+        p99_us: bucket_quantile(counts, 0.99),
+    }
+}
+
+/// Intervals since the last progress line.
+#[derive(Default)]
+struct ProgressAcc {
+    ops: u64,
+    errors: u64,
+    seconds: f64,
+    counts: Vec<u64>,
+}
+
+impl ProgressAcc {
+    fn add(&mut self, row: &IntervalRow, counts: &[u64]) {
+        self.ops += row.reads + row.updates;
+        self.errors += row.errors;
+        self.seconds += row.seconds;
+        if self.counts.len() != counts.len() {
+            self.counts = vec![0; counts.len()];
+        }
+        self.counts
+            .iter_mut()
+            .zip(counts)
+            .for_each(|(a, b)| *a += b);
+    }
+
+    fn take(&mut self, elapsed_s: f64) -> Progress {
+        let p = Progress {
+            elapsed_s,
+            ops_per_s: if self.seconds > 0.0 {
+                self.ops as f64 / self.seconds
+            } else {
+                0.0
+            },
+            p99_us: bucket_quantile(&self.counts, 0.99),
+            errors: self.errors,
+            warmup: false,
+        };
+        *self = ProgressAcc {
+            counts: vec![0; self.counts.len()],
+            ..ProgressAcc::default()
+        };
+        p
+    }
+}
+
+struct SessionCtx {
+    shared: Arc<Shared>,
+    live: Arc<Live>,
+    go: watch::Receiver<Option<Timeline>>,
+    on_error: OnError,
+}
+
+/// Text that differs from every earlier value of the row: SLOB 2.5 writes changing values
+/// because Oracle 12.2+ skips redo for same-value updates. ':' never occurs in loaded filler.
+fn update_value(session: u32, n: u64, out: &mut String) {
+    use std::fmt::Write as _;
+    out.clear();
+    let _ = write!(out, "upd:{session}:{n}:");
+    while out.len() < 120 {
+        out.push('u');
+    }
+}
+
+async fn session_loop<S: Session>(
+    mut session: S,
+    spec: SessionSpec,
+    mut ops: OpStream,
+    ctx: SessionCtx,
+) -> SessionOutcome {
+    let mut outcome = SessionOutcome {
+        spec: spec.clone(),
+        start: None,
+        end: None,
+        ops: [0; 2],
+        errors: [0; 2],
+        rows: [0; 2],
+        first_error: None,
+        ended_by: "window".into(),
+        histograms: None,
+        last_end_at: None,
+    };
+    let mut go = ctx.go.clone();
+    let timeline = match go.wait_for(|t| t.is_some()).await {
+        Ok(t) => match *t {
+            Some(t) => t,
+            None => return outcome,
+        },
+        Err(_) => return outcome,
+    };
+    let mut stop_rx = ctx.shared.stop_tx.subscribe();
+    let mut hist = Box::new([new_histogram(), new_histogram()]);
+    let mut first_start: Option<Instant> = None;
+    let mut last_end: Option<Instant> = None;
+    let mut measured: u64 = 0;
+    let mut value = String::with_capacity(128);
+    let mut n: u64 = 0;
+    loop {
+        if ctx.shared.stopped() {
+            outcome.ended_by = stop_cause(&ctx.shared);
+            break;
+        }
+        let now = Instant::now();
+        if timeline.end.is_some_and(|end| now >= end)
+            || timeline.loops.is_some_and(|l| measured >= l)
+        {
+            break;
+        }
+        let op: Op = ops.next_op();
+        n += 1;
+        if let Some(pause) = op.think {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop_rx.wait_for(|s| *s) => continue,
+            }
+        }
+        let t0 = Instant::now();
+        let result = match op.kind {
+            OpKind::Read => session.read(op.lo, op.hi).await,
+            OpKind::Update => {
+                update_value(spec.index, n, &mut value);
+                session.update(op.lo, op.hi, &value).await
+            }
+        };
+        let t1 = Instant::now();
+        let in_window = t0 >= timeline.measure_from;
+        let k = op.kind.index();
+        match result {
+            Ok(rows) => {
+                if in_window {
+                    let us = (t1 - t0).as_micros() as u64;
+                    hist[k].saturating_record(us.max(1));
+                    ctx.live.ops[k].fetch_add(1, Ordering::Relaxed);
+                    ctx.live.latency.record(us);
+                    outcome.ops[k] += 1;
+                    outcome.rows[k] += rows;
+                    measured += 1;
+                    first_start.get_or_insert(t0);
+                    last_end = Some(t1);
+                }
+            }
+            Err(e) => {
+                if ctx.shared.stopped() {
+                    // The statement was cancelled because the run is stopping.
+                    outcome.ended_by = stop_cause(&ctx.shared);
+                    break;
+                }
+                if in_window {
+                    outcome.errors[k] += 1;
+                    ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                    measured += 1;
+                }
+                if outcome.first_error.is_none() {
+                    outcome.first_error = Some(SessionError {
+                        at_s: timeline.offset_s(t1),
+                        kind: op.kind,
+                        message: e.message.clone(),
+                    });
+                }
+                if ctx.on_error == OnError::Abort {
+                    ctx.shared.stop(
+                        RunStatus::Failed,
+                        format!(
+                            "{} ({}) failed a {}: {}",
+                            spec.name,
+                            spec.schema,
+                            op.kind.name(),
+                            e.message
+                        ),
+                    );
+                    outcome.ended_by = "error".into();
+                    break;
+                }
+                if e.fatal {
+                    outcome.ended_by = "error".into();
+                    break;
+                }
+            }
+        }
+    }
+    outcome.start = first_start.map(|t| timeline.utc(t));
+    outcome.end = last_end.map(|t| timeline.utc(t));
+    outcome.last_end_at = last_end;
+    outcome.histograms = Some(hist);
+    outcome
+}
+
+fn stop_cause(shared: &Shared) -> String {
+    match shared
+        .reason
+        .lock()
+        .ok()
+        .and_then(|r| r.as_ref().map(|(s, _)| *s))
+    {
+        Some(RunStatus::Interrupted) => "interrupted".into(),
+        _ => "aborted".into(),
+    }
+}
+
+/// This process's user and system CPU seconds (all threads), from getrusage(2).
+pub fn cpu_now() -> Option<CpuUsage> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a full rusage struct into the pointer it is given.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: getrusage returned 0, so the struct is initialised.
+    let ru = unsafe { ru.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(CpuUsage {
+        user_s: secs(ru.ru_utime),
+        system_s: secs(ru.ru_stime),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RedoStress;
+
+    /// A stand-in for a database session, for the driver's own timing logic: a fixed
+    /// service time and optional failures. The database itself is tested end to end.
+    struct FakeSession {
+        service: Duration,
+        fail_after: Option<u64>,
+        done: u64,
+    }
+
+    impl Session for FakeSession {
+        async fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.step().await?;
+            Ok((hi - lo + 1) as u64)
+        }
+        async fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError> {
+            assert!(value.starts_with("upd:") && value.len() == 120);
+            self.step().await?;
+            Ok((hi - lo + 1) as u64)
+        }
+        fn canceller(&self) -> Canceller {
+            Box::new(|| Box::pin(async {}))
+        }
+    }
+
+    impl FakeSession {
+        async fn step(&mut self) -> Result<(), OpError> {
+            tokio::time::sleep(self.service).await;
+            self.done += 1;
+            if self.fail_after.is_some_and(|n| self.done > n) {
+                return Err(OpError {
+                    message: "boom".into(),
+                    fatal: false,
+                });
+            }
+            Ok(())
+        }
+    }
+
+    fn cfg(window: WindowSpec, update_pct: u32) -> DriveConfig {
+        DriveConfig {
+            workload: Workload {
+                scale_blocks: 1000,
+                work_unit: 10,
+                update_work_unit: 2,
+                update_pct,
+                hot_spot: None,
+                hot_spot_frequency: 0,
+                think_frequency: 0,
+                think_min: Duration::ZERO,
+                think_max: Duration::ZERO,
+                redo_stress: RedoStress::Lite,
+            },
+            window,
+            warmup: Duration::ZERO,
+            interval: Duration::from_millis(100),
+            progress: Duration::ZERO,
+            on_error: OnError::Abort,
+            seed: 1,
+        }
+    }
+
+    fn fakes(n: u32, fail_after: Option<u64>) -> Vec<(SessionSpec, FakeSession)> {
+        session_specs(n, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    FakeSession {
+                        service: Duration::from_millis(2),
+                        fail_after,
+                        done: 0,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn specs_map_round_robin_and_name_sessions() {
+        let names: Vec<String> = vec!["user1".into(), "user2".into()];
+        let s = session_specs(3, 2, &names, false);
+        let got: Vec<(&str, &str)> = s
+            .iter()
+            .map(|x| (x.name.as_str(), x.schema.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dbio-reader-1", "user1"),
+                ("dbio-reader-2", "user2"),
+                ("dbio-reader-3", "user1"),
+                ("dbio-writer-1", "user2"),
+                ("dbio-writer-2", "user1"),
+            ]
+        );
+        assert!(
+            session_specs(2, 1, &names, true)
+                .iter()
+                .all(|x| x.schema == "user1")
+        );
+    }
+
+    #[tokio::test]
+    async fn work_loop_measures_exactly_the_loops() {
+        let out = drive(
+            fakes(3, None),
+            &cfg(WindowSpec::Loops(50), 20),
+            std::future::pending(),
+            |_| {},
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!(s.ops[0] + s.ops[1], 50);
+            assert_eq!(s.ops[1], 10, "20% of 50 are updates");
+            assert_eq!(s.rows[0], s.ops[0] * 10);
+        }
+        assert_eq!(out.histograms[0].len() + out.histograms[1].len(), 150);
+        let series: u64 = out.timeseries.iter().map(|r| r.reads + r.updates).sum();
+        assert_eq!(series, 150, "the time series accounts for every operation");
+    }
+
+    #[tokio::test]
+    async fn run_time_bounds_the_window() {
+        let out = drive(
+            fakes(2, None),
+            &cfg(WindowSpec::Time(Duration::from_millis(300)), 0),
+            std::future::pending(),
+            |_| {},
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Ok);
+        assert!((out.measured_s - 0.3).abs() < 1e-6, "{}", out.measured_s);
+        assert!(out.histograms[0].len() > 20);
+        assert!(
+            out.histograms[0].min() >= 2000,
+            "latency includes the 2 ms service time"
+        );
+    }
+
+    #[tokio::test]
+    async fn first_error_aborts_by_default_and_continue_counts() {
+        let out = drive(
+            fakes(2, Some(5)),
+            &cfg(WindowSpec::Loops(100), 0),
+            std::future::pending(),
+            |_| {},
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.as_deref().unwrap_or("").contains("boom"));
+        let mut c = cfg(WindowSpec::Loops(20), 0);
+        c.on_error = OnError::Continue;
+        let out = drive(fakes(2, Some(5)), &c, std::future::pending(), |_| {}).await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!((s.ops[0], s.errors[0]), (5, 15));
+            assert_eq!(
+                s.first_error.as_ref().map(|e| e.message.as_str()),
+                Some("boom")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn interrupt_stops_the_run() {
+        let out = drive(
+            fakes(2, None),
+            &cfg(WindowSpec::Time(Duration::from_secs(60)), 0),
+            tokio::time::sleep(Duration::from_millis(200)),
+            |_| {},
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert!(out.measured_s < 1.0, "{}", out.measured_s);
+        assert!(out.sessions.iter().all(|s| s.ended_by == "interrupted"));
+    }
+}

@@ -1,0 +1,250 @@
+//! `result.json`: one versioned document per run. The client part is filled from the driver's
+//! measurements; `db`, `waits` and `device` are the places of the database collector's and
+//! the OS collector's figures (null until a collector fills them).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, Engine};
+use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
+use crate::error::CoreError;
+use crate::stats::{LatencySummary, encode_histogram};
+use crate::workload::OpKind;
+
+/// Version of the result document; readers refuse a newer one.
+pub const RESULT_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    pub format: u32,
+    pub status: RunStatus,
+    /// Why the run failed or stopped early.
+    pub error: Option<String>,
+    pub label: Option<String>,
+    pub engine: Engine,
+    /// The effective configuration; `target.dsn` holds the redacted target.
+    pub config: Config,
+    pub environment: Environment,
+    pub window: Window,
+    pub client: ClientMetrics,
+    pub sessions: Vec<SessionOutcome>,
+    pub timeseries: Vec<IntervalRow>,
+    /// Database statistics over the window (collector).
+    pub db: Option<serde_json::Value>,
+    /// Wait profile (collector's sampler).
+    pub waits: Option<serde_json::Value>,
+    /// OS device statistics when the server is local.
+    pub device: Option<serde_json::Value>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub dbio_version: String,
+    /// Host that ran dbio.
+    pub client_host: String,
+    /// `host=... port=... user=... dbname=...`, never a password.
+    pub target: String,
+    pub server_version: String,
+    pub server_version_num: i64,
+    /// Settings that matter to the numbers (shared_buffers, track_io_timing, ...); null when
+    /// the server does not have the setting.
+    pub settings: BTreeMap<String, Option<String>>,
+    pub data_set: DataSetInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataSetInfo {
+    pub schemas: u32,
+    pub scale_blocks: u64,
+    pub block_size: u64,
+    /// Heap bytes of all schemas.
+    pub table_bytes: u64,
+    /// Schemas the sessions used.
+    pub schemas_used: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Start and end of the measured window, UTC.
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// Seconds the rates are computed over.
+    pub measured_s: f64,
+    pub warmup_s: f64,
+    /// `run_time` or `work_loop`.
+    pub mode: String,
+    pub run_time_s: Option<f64>,
+    pub work_loop: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpMetrics {
+    /// Successful measured operations.
+    pub count: u64,
+    pub errors: u64,
+    /// count / measured seconds.
+    pub ops_per_s: f64,
+    /// Rows the operations touched (reads: rows counted; updates: rows changed).
+    pub rows: u64,
+    /// Latency of successful operations in µs; null when there were none.
+    pub latency_us: Option<LatencySummary>,
+    /// HDR histogram of latency in µs, V2 + deflate, base64.
+    pub histogram: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientMetrics {
+    pub read: OpMetrics,
+    pub update: OpMetrics,
+    pub ops: u64,
+    pub errors: u64,
+    pub ops_per_s: f64,
+    /// dbio's own CPU over the window (all threads, getrusage).
+    pub cpu: Option<CpuUsage>,
+    /// (user + system) CPU milliseconds per 1,000 operations.
+    pub cpu_ms_per_1000_ops: Option<f64>,
+}
+
+/// What the backend knows about the target and data set, for the result's environment.
+pub struct RunContext {
+    pub config: Config,
+    pub environment: Environment,
+    pub warnings: Vec<String>,
+}
+
+impl RunResult {
+    pub fn build(ctx: RunContext, window_spec: WindowSpec, outcome: DriveOutcome) -> RunResult {
+        let secs = outcome.measured_s;
+        let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        let op = |kind: OpKind| {
+            let k = kind.index();
+            let count: u64 = outcome.sessions.iter().map(|s| s.ops[k]).sum();
+            OpMetrics {
+                count,
+                errors: outcome.sessions.iter().map(|s| s.errors[k]).sum(),
+                ops_per_s: rate(count),
+                rows: outcome.sessions.iter().map(|s| s.rows[k]).sum(),
+                latency_us: LatencySummary::from_histogram(&outcome.histograms[k]),
+                histogram: encode_histogram(&outcome.histograms[k]),
+            }
+        };
+        let read = op(OpKind::Read);
+        let update = op(OpKind::Update);
+        let ops = read.count + update.count;
+        let cpu_ms = outcome.client_cpu.as_ref().and_then(|c| {
+            (ops > 0).then(|| (c.user_s + c.system_s) * 1000.0 / (ops as f64 / 1000.0))
+        });
+        let mut warnings = ctx.warnings;
+        let errors = read.errors + update.errors;
+        if errors > 0 {
+            warnings.push(format!(
+                "{errors} operation(s) failed; see sessions[].first_error and the per-session error counts"
+            ));
+        }
+        for s in &outcome.sessions {
+            if s.ended_by == "error" && outcome.status == RunStatus::Ok {
+                warnings.push(format!(
+                    "{} stopped early after an error: its schema saw less load",
+                    s.spec.name
+                ));
+            }
+        }
+        if outcome.status == RunStatus::Interrupted {
+            warnings
+                .push("the run was interrupted: rates cover the time until the interrupt".into());
+        }
+        RunResult {
+            format: RESULT_FORMAT,
+            status: outcome.status,
+            error: outcome.error,
+            label: ctx.config.run.label.clone(),
+            engine: ctx.config.engine,
+            config: ctx.config,
+            environment: ctx.environment,
+            window: Window {
+                start: outcome.start,
+                end: outcome.end,
+                measured_s: secs,
+                warmup_s: outcome.warmup_s,
+                mode: match window_spec {
+                    WindowSpec::Time(_) => "run_time".into(),
+                    WindowSpec::Loops(_) => "work_loop".into(),
+                },
+                run_time_s: match window_spec {
+                    WindowSpec::Time(d) => Some(d.as_secs_f64()),
+                    WindowSpec::Loops(_) => None,
+                },
+                work_loop: match window_spec {
+                    WindowSpec::Loops(n) => Some(n),
+                    WindowSpec::Time(_) => None,
+                },
+            },
+            client: ClientMetrics {
+                ops,
+                errors,
+                ops_per_s: rate(ops),
+                cpu: outcome.client_cpu,
+                cpu_ms_per_1000_ops: cpu_ms,
+                read,
+                update,
+            },
+            sessions: outcome.sessions,
+            timeseries: outcome.timeseries,
+            db: None,
+            waits: None,
+            device: None,
+            warnings,
+        }
+    }
+
+    /// Writes `result.json` atomically (a temporary file renamed into place), so a reader
+    /// never sees half a result.
+    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, CoreError> {
+        let path = dir.join("result.json");
+        let text = serde_json::to_string_pretty(self).map_err(|e| CoreError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_atomic(&path, text.as_bytes())?;
+        Ok(path)
+    }
+
+    /// Reads a result document; a malformed, truncated or newer one is a clear error.
+    pub fn read_json(path: &Path) -> Result<RunResult, CoreError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        let bad = |message: String| CoreError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
+        match value.get("format").and_then(|f| f.as_u64()) {
+            Some(f) if f > RESULT_FORMAT as u64 => {
+                return Err(bad(format!(
+                    "result format {f} is newer than this dbio understands ({RESULT_FORMAT}); use a newer dbio"
+                )));
+            }
+            None => return Err(bad("not a dbio result (no \"format\" field)".into())),
+            _ => {}
+        }
+        serde_json::from_value(value).map_err(|e| bad(format!("not a valid dbio result: {e}")))
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
+    let io = |source| CoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}

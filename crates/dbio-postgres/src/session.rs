@@ -1,0 +1,95 @@
+//! A measured session: one tokio-postgres connection for the whole run, its two statements
+//! prepared once, so each operation is exactly one round trip. No pool in the measured path.
+
+use dbio_core::driver::{Canceller, OpError, Session};
+use tokio_postgres::{CancelToken, Client, NoTls, Statement};
+
+use crate::conn::Target;
+use crate::error::{PgError, Result};
+use crate::sql;
+
+pub struct PgSession {
+    client: Client,
+    read: Statement,
+    update: Statement,
+    cancel: CancelToken,
+}
+
+impl PgSession {
+    /// Connects as `application_name` and prepares the read and update of `schema`.
+    pub async fn open(
+        target: &Target,
+        application_name: &str,
+        schema: &str,
+        heavy: bool,
+    ) -> Result<PgSession> {
+        let client = target.connect(application_name).await?;
+        let read = client
+            .prepare(&sql::read_range(schema))
+            .await
+            .map_err(|e| {
+                PgError::from_db(
+                    format!("{application_name}: preparing the read of {schema}"),
+                    &e,
+                )
+            })?;
+        let update = client
+            .prepare(&sql::update_range(schema, heavy))
+            .await
+            .map_err(|e| {
+                PgError::from_db(
+                    format!("{application_name}: preparing the update of {schema}"),
+                    &e,
+                )
+            })?;
+        let cancel = client.cancel_token();
+        Ok(PgSession {
+            client,
+            read,
+            update,
+            cancel,
+        })
+    }
+}
+
+fn op_error(e: tokio_postgres::Error) -> OpError {
+    let fatal = e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|d| d.code().code().starts_with("57P"));
+    let message = match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => crate::error::source_chain(&e),
+    };
+    OpError { message, fatal }
+}
+
+impl Session for PgSession {
+    async fn read(&mut self, lo: i64, hi: i64) -> std::result::Result<u64, OpError> {
+        let row = self
+            .client
+            .query_one(&self.read, &[&lo, &hi])
+            .await
+            .map_err(op_error)?;
+        let n: i64 = row.try_get(0).map_err(op_error)?;
+        Ok(n as u64)
+    }
+
+    async fn update(&mut self, lo: i64, hi: i64, value: &str) -> std::result::Result<u64, OpError> {
+        self.client
+            .execute(&self.update, &[&lo, &hi, &value])
+            .await
+            .map_err(op_error)
+    }
+
+    fn canceller(&self) -> Canceller {
+        let token = self.cancel.clone();
+        Box::new(move || {
+            let token = token.clone();
+            Box::pin(async move {
+                // The server does not say whether the cancel hit; the session's statement
+                // returns either way.
+                let _ = token.cancel_query(NoTls).await;
+            })
+        })
+    }
+}
