@@ -2,5 +2,6 @@
 //! binary against it, and checks the result with the server's own catalog and counters.
 
 mod bad_input;
+mod run;
 mod scratch;
 mod setup;

@@ -60,7 +60,7 @@ impl TestCluster {
             .port(self.cluster.state.port)
             .user(user)
             .dbname("postgres")
-            .application_name("dbio-test");
+            .application_name("e2e-test");
         if let Some(p) = password {
             cfg.password(p);
         }

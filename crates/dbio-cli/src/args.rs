@@ -212,6 +212,9 @@ pub struct RunArgs {
     /// On a session error: abort the run, or continue and count [config: run.on_error; default abort]
     #[arg(long, value_name = "POLICY", value_parser = ["abort", "continue"])]
     pub on_error: Option<String>,
+    /// Do not VACUUM tables changed since their last VACUUM before the window [config: run.vacuum = false]
+    #[arg(long)]
+    pub no_vacuum: bool,
     /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -273,6 +276,9 @@ impl RunArgs {
             } else {
                 OnError::Abort
             };
+        }
+        if self.no_vacuum {
+            r.vacuum = false;
         }
         if let Some(v) = &self.out {
             r.out = Some(v.clone());

@@ -271,8 +271,8 @@ fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
     }
 }
 
-/// The quickstart's data set when no config says otherwise: 2 schemas of 12,288 blocks
-/// (96 MiB each), six times the default 32 MB shared_buffers.
+/// The quickstart when no config says otherwise: 2 schemas of 12,288 blocks (96 MiB each),
+/// six times the default 32 MB shared_buffers, then 10 s of 2 readers and 1 writer.
 fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
     let mut config = match path {
         Some(p) => Config::from_file(p)?,
@@ -280,9 +280,15 @@ fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
             let mut c = Config::default();
             c.data.schemas = 2;
             c.data.scale = SizeSpec::Blocks(12_288);
+            c.run.readers = 2;
+            c.run.writers = 1;
+            c.run.run_time = dbio_core::units::Dur(std::time::Duration::from_secs(10));
             c
         }
     };
+    if config.run.label.is_none() {
+        config.run.label = Some("quickstart".into());
+    }
     config.target.dsn = None;
     config.validate()?;
     Ok(config)
@@ -329,7 +335,12 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     let report = interruptible(check::check(target, &plan), "check").await?;
     println!("== check ==");
     print!("{}", report.render_text());
-    Ok(if report.ok() { 0 } else { 1 })
+    if !report.ok() {
+        return Ok(1);
+    }
+    println!("== run ==");
+    let result = run_benchmark(config, target, quiet).await?;
+    Ok(exit_code(&result))
 }
 
 /// Exit code of a finished run: 0 ok, 1 failed or interrupted.

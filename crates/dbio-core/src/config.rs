@@ -133,6 +133,9 @@ pub struct RunConfig {
     /// Time-series interval.
     pub interval: Dur,
     pub on_error: OnError,
+    /// Before the window, VACUUM (FREEZE, ANALYZE) every table that changed since its last
+    /// VACUUM (after a run with updates) and CHECKPOINT, so each run starts clean.
+    pub vacuum: bool,
     /// Result folder; default `results/<UTC timestamp>-<label>/`.
     pub out: Option<PathBuf>,
     pub label: Option<String>,
@@ -210,6 +213,7 @@ impl Default for RunConfig {
             progress: Dur(Duration::from_secs(5)),
             interval: Dur(Duration::from_secs(1)),
             on_error: OnError::Abort,
+            vacuum: true,
             out: None,
             label: None,
         }

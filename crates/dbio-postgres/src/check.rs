@@ -8,6 +8,7 @@ use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::error::{PgError, Result};
+use crate::maintenance::{self, TableState};
 use crate::marker::{self, LoadState, Ownership};
 use crate::server::server_info;
 use crate::sql;
@@ -93,22 +94,18 @@ async fn check_schema(
         ));
     }
 
-    let Some(state) = client
-        .query_opt(sql::TABLE_STATE, &[&name])
-        .await
-        .map_err(|e| PgError::from_db(format!("reading the catalog state of {name}.cf1"), &e))?
-    else {
+    let Some(state) = maintenance::table_state(client, name).await? else {
         c.problems
             .push("table cf1 vanished during the check".into());
         return Ok(c);
     };
-    let (pages, all_visible, analyzed, index_valid, dead): (i64, i64, bool, bool, i64) = (
-        state.get(0),
-        state.get(1),
-        state.get(2),
-        state.get(3),
-        state.get(4),
-    );
+    let TableState {
+        pages,
+        all_visible,
+        analyzed,
+        index_valid,
+        dead_rows: dead,
+    } = state;
     let vacuum_hint = format!(
         "run VACUUM (FREEZE, ANALYZE) {}.cf1 or `dbio setup --force`",
         sql::quote_ident(name)

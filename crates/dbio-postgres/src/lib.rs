@@ -7,6 +7,7 @@ pub mod conn;
 mod copy;
 pub mod error;
 pub mod loader;
+pub mod maintenance;
 pub mod marker;
 pub mod run;
 pub mod scratch;

@@ -22,6 +22,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::conn::Target;
 use crate::copy;
 use crate::error::{PgError, Result};
+use crate::maintenance;
 use crate::marker::{self, LoadState, Ownership, SchemaMark};
 use crate::server::{ServerInfo, server_info};
 use crate::sql;
@@ -74,6 +75,7 @@ pub async fn setup(
         .map(|(i, (name, _))| (i as u32 + 1, name.clone()))
         .collect();
     let mut outcomes: Vec<SchemaOutcome> = Vec::new();
+    let mut vacuumed_kept = false;
     for (name, d) in &decisions {
         if let Decision::Keep(_) = d {
             let (table_bytes, index_bytes) = relation_sizes(&admin, name).await?;
@@ -81,6 +83,10 @@ pub async fn setup(
                 "{name}: already complete with {} blocks; kept (use --force to rebuild)",
                 plan.scale_blocks
             ));
+            if let Some(note) = maintenance::vacuum_if_changed(&admin, name).await? {
+                observer.note(&note);
+                vacuumed_kept = true;
+            }
             outcomes.push(SchemaOutcome {
                 schema: name.clone(),
                 action: SchemaAction::Kept,
@@ -92,7 +98,8 @@ pub async fn setup(
         }
     }
 
-    if !to_load.is_empty() {
+    let loading = !to_load.is_empty();
+    if loading {
         let pool = make_pool(target, plan.parallel as usize)?;
         let plan = Arc::new(plan.clone());
         let mut tasks = JoinSet::new();
@@ -127,7 +134,11 @@ pub async fn setup(
             observer.schema_finished(&outcome.schema, &outcome);
             outcomes.push(outcome);
         }
-        checkpoint(&admin, observer.as_ref()).await?;
+    }
+    if (loading || vacuumed_kept)
+        && let Some(note) = maintenance::checkpoint(&admin).await?
+    {
+        observer.note(&note);
     }
 
     outcomes.sort_by_key(|o| schema_index(&o.schema, &plan.prefix));
@@ -406,20 +417,4 @@ async fn relation_sizes(client: &Client, name: &str) -> Result<(u64, u64)> {
         .await
         .map_err(|e| PgError::from_db(format!("reading the size of {name}"), &e))?;
     Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
-}
-
-/// One CHECKPOINT after the load, so the first run does not write the load's dirty pages.
-/// Needs superuser or (PostgreSQL 15+) pg_checkpoint; without it setup still succeeds.
-async fn checkpoint(client: &Client, observer: &dyn LoadObserver) -> Result<()> {
-    match client.batch_execute(sql::CHECKPOINT).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.as_db_error().is_some_and(|d| d.code().code() == "42501") => {
-            observer.note(
-                "could not CHECKPOINT after the load (needs superuser or, on PostgreSQL 15+, the pg_checkpoint role): \
-                 the first run may write the load's dirty pages; run CHECKPOINT as a superuser before measuring",
-            );
-            Ok(())
-        }
-        Err(e) => Err(PgError::from_db("CHECKPOINT after the load", &e)),
-    }
 }

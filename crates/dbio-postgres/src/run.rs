@@ -15,6 +15,7 @@ use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::error::{PgError, Result};
+use crate::maintenance;
 use crate::marker::{self, LoadState, Ownership};
 use crate::server::{ServerInfo, server_info};
 use crate::session::PgSession;
@@ -36,7 +37,7 @@ pub async fn preflight(
     let info = server_info(&client).await?;
     let plan = DataSetPlan::new(&config.data, info.block_size);
     let mut warnings = Vec::new();
-    verify_data_set(&client, &plan, &mut warnings).await?;
+    verify_data_set(&client, &plan, config.run.vacuum, &mut warnings).await?;
 
     let free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
@@ -93,13 +94,16 @@ pub async fn preflight(
     })
 }
 
-/// Refuses a data set that `check` would reject on its marks or catalog; a usage error
-/// (exit 2) naming the schema and the key to change.
+/// Refuses a data set that `check` would reject on its marks or catalog (a usage error, exit
+/// 2, naming the schema and the key to change); VACUUMs tables that changed since their last
+/// VACUUM when `vacuum` is on, so every run starts from the same clean state.
 async fn verify_data_set(
     client: &Client,
     plan: &DataSetPlan,
-    warnings: &mut Vec<String>,
+    vacuum: bool,
+    notes: &mut Vec<String>,
 ) -> Result<()> {
+    let mut vacuumed = false;
     let names = plan.schema_names();
     for (name, own) in marker::inspect_schemas(client, &names).await? {
         let problem = match own {
@@ -127,33 +131,34 @@ async fn verify_data_set(
                 "the data set is not fit to run against: {p}"
             )));
         }
-        let state = client
-            .query_opt(sql::TABLE_STATE, &[&name])
-            .await
-            .map_err(|e| {
-                PgError::from_db(format!("reading the catalog state of {name}.cf1"), &e)
-            })?;
-        let Some(state) = state else {
+        let Some(state) = maintenance::table_state(client, &name).await? else {
             return Err(PgError::Usage(format!(
                 "the data set is not fit to run against: {name}.cf1 is missing: rerun `dbio setup --force`"
             )));
         };
-        let (pages, all_visible, index_valid, dead): (i64, i64, bool, i64) =
-            (state.get(0), state.get(1), state.get(3), state.get(4));
-        if !index_valid {
+        if !state.index_valid {
             return Err(PgError::Usage(format!(
                 "the data set is not fit to run against: index {name}.{} is missing or invalid: rerun `dbio setup --force`",
                 sql::INDEX
             )));
         }
-        if all_visible < pages || dead > 0 {
-            warnings.push(format!(
-                "{name}.cf1 changed since its last VACUUM ({all_visible} of {pages} pages all-visible, {dead} dead rows): \
-                 reads may write (hint bits, pruning) and autovacuum may run inside the window; \
-                 VACUUM (FREEZE, ANALYZE) {}.cf1 before a read-only run",
-                sql::quote_ident(&name)
-            ));
+        if state.changed_since_vacuum() {
+            if vacuum {
+                if let Some(note) = maintenance::vacuum_if_changed(client, &name).await? {
+                    notes.push(note);
+                    vacuumed = true;
+                }
+            } else {
+                notes.push(format!(
+                    "{name}.cf1 changed since its last VACUUM ({}) and run.vacuum is off: reads may write (hint bits, \
+                     pruning) and autovacuum may run inside the window",
+                    state.describe_change()
+                ));
+            }
         }
+    }
+    if vacuumed && let Some(note) = maintenance::checkpoint(client).await? {
+        notes.push(note);
     }
     Ok(())
 }

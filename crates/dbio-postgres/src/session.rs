@@ -24,6 +24,15 @@ impl PgSession {
         heavy: bool,
     ) -> Result<PgSession> {
         let client = target.connect(application_name).await?;
+        // One plan for the whole run, as SLOB's shared cursor: custom plans would re-plan
+        // every call and, near the key range's ends, probe the index from the planner
+        // (get_actual_variable_range), adding index scans that are not the workload's.
+        client
+            .batch_execute("SET plan_cache_mode = force_generic_plan")
+            .await
+            .map_err(|e| {
+                PgError::from_db(format!("{application_name}: setting plan_cache_mode"), &e)
+            })?;
         let read = client
             .prepare(&sql::read_range(schema))
             .await

@@ -1,0 +1,81 @@
+//! The state of a dbio table as a read-only run needs it: every page all-visible, no dead
+//! rows, statistics present, the index valid. After a run with updates it is not; a VACUUM
+//! (FREEZE, ANALYZE) of the table, which dbio owns, brings it back without changing a row.
+
+use tokio_postgres::Client;
+
+use crate::error::{PgError, Result};
+use crate::sql;
+
+/// Catalog state of `<schema>.cf1` (pg_class, pg_stats, pg_index, pg_stat_user_tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableState {
+    pub pages: i64,
+    pub all_visible: i64,
+    pub analyzed: bool,
+    pub index_valid: bool,
+    pub dead_rows: i64,
+}
+
+impl TableState {
+    /// Rows changed since the last VACUUM: reads may write (hint bits, pruning) and
+    /// autovacuum may start inside a measured window.
+    pub fn changed_since_vacuum(&self) -> bool {
+        self.all_visible < self.pages || self.dead_rows > 0
+    }
+
+    pub fn describe_change(&self) -> String {
+        format!(
+            "{} of {} pages all-visible, {} dead rows",
+            self.all_visible, self.pages, self.dead_rows
+        )
+    }
+}
+
+/// `None` when the table does not exist.
+pub async fn table_state(client: &Client, schema: &str) -> Result<Option<TableState>> {
+    let row = client
+        .query_opt(sql::TABLE_STATE, &[&schema])
+        .await
+        .map_err(|e| PgError::from_db(format!("reading the catalog state of {schema}.cf1"), &e))?;
+    Ok(row.map(|r| TableState {
+        pages: r.get(0),
+        all_visible: r.get(1),
+        analyzed: r.get(2),
+        index_valid: r.get(3),
+        dead_rows: r.get(4),
+    }))
+}
+
+/// VACUUM (FREEZE, ANALYZE) the table when rows changed since its last VACUUM; returns what
+/// was found, for the user, or `None` when nothing was needed.
+pub async fn vacuum_if_changed(client: &Client, schema: &str) -> Result<Option<String>> {
+    let Some(state) = table_state(client, schema).await? else {
+        return Ok(None);
+    };
+    if !state.changed_since_vacuum() {
+        return Ok(None);
+    }
+    client
+        .batch_execute(&sql::vacuum_freeze_analyze(schema))
+        .await
+        .map_err(|e| PgError::from_db(format!("vacuuming {schema}.cf1"), &e))?;
+    Ok(Some(format!(
+        "{schema}.cf1 had changed since its last VACUUM ({}); ran VACUUM (FREEZE, ANALYZE)",
+        state.describe_change()
+    )))
+}
+
+/// CHECKPOINT, so the window does not write what maintenance dirtied. Needs superuser or
+/// (PostgreSQL 15+) pg_checkpoint; returns a note instead of failing when not allowed.
+pub async fn checkpoint(client: &Client) -> Result<Option<String>> {
+    match client.batch_execute(sql::CHECKPOINT).await {
+        Ok(()) => Ok(None),
+        Err(e) if e.as_db_error().is_some_and(|d| d.code().code() == "42501") => Ok(Some(
+            "could not CHECKPOINT (needs superuser or, on PostgreSQL 15+, the pg_checkpoint role): \
+             dirty pages from the load or VACUUM may be written inside the window"
+                .into(),
+        )),
+        Err(e) => Err(PgError::from_db("CHECKPOINT", &e)),
+    }
+}
