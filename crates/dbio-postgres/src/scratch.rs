@@ -247,7 +247,7 @@ fn hand_to_server_user(path: &Path) -> Result<()> {
         .map_err(|e| PgError::scratch_failed(format!("cannot run runuser: {e}")))?;
     if !probe.success() {
         return Err(PgError::scratch_usage(format!(
-            "the `{SERVER_OS_USER}` OS user cannot reach {} (a parent folder is closed to it); choose a --dir under /tmp or /var/tmp",
+            "the `{SERVER_OS_USER}` OS user, which runs the server when dbio runs as root, cannot reach {}: a parent folder is closed to it. Make each parent searchable (chmod o+x) or choose a --dir whose parents are, such as /tmp/dbio-scratch",
             path.display()
         )));
     }
