@@ -8,13 +8,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::config::OnError;
@@ -45,6 +45,9 @@ pub trait Session: Send + 'static {
         value: &str,
     ) -> impl Future<Output = Result<u64, OpError>> + Send;
     fn canceller(&self) -> Canceller;
+    /// Makes the database publish this session's pending statistics now (PostgreSQL 15+:
+    /// pg_stat_force_next_flush()), before a snapshot is taken; best effort.
+    fn flush_stats(&mut self) -> impl Future<Output = ()> + Send;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,6 +235,16 @@ struct Timeline {
 }
 
 impl Timeline {
+    /// A window that never opened (the run stopped before it).
+    fn empty() -> Timeline {
+        Timeline {
+            measure_from: Instant::now(),
+            end: Some(Instant::now()),
+            loops: None,
+            wall_at_measure: SystemTime::now(),
+        }
+    }
+
     fn utc(&self, at: Instant) -> DateTime<Utc> {
         let t = if at >= self.measure_from {
             self.wall_at_measure + (at - self.measure_from)
@@ -251,20 +264,31 @@ impl Timeline {
 }
 
 /// Runs the sessions and returns what was measured. `interrupt` resolves on Ctrl-C (or any
-/// other reason to stop early); `on_progress` is called every `progress` period.
-pub async fn drive<S: Session>(
+/// other reason to stop early); `on_progress` is called every `progress` period;
+/// `before_window` runs once every session has finished its warm-up and flushed its
+/// statistics, just before the window opens (the collector's "before" snapshot); an error
+/// from it fails the run before anything is measured.
+pub async fn drive<S, H, HF>(
     sessions: Vec<(SessionSpec, S)>,
     cfg: &DriveConfig,
     interrupt: impl Future<Output = ()>,
     mut on_progress: impl FnMut(&Progress),
-) -> DriveOutcome {
+    before_window: H,
+) -> DriveOutcome
+where
+    S: Session,
+    H: FnOnce() -> HF,
+    HF: Future<Output = Result<(), String>>,
+{
     let (stop_tx, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stop_tx,
         reason: std::sync::Mutex::new(None),
     });
-    let (go_tx, go_rx) = watch::channel::<Option<Timeline>>(None);
+    let (go_tx, go_rx) = watch::channel::<Option<Instant>>(None);
+    let (window_tx, window_rx) = watch::channel::<Option<Timeline>>(None);
+    let arrivals = Arc::new(Arrivals::default());
     let mut cancellers = Vec::new();
     let mut lives = Vec::new();
     let mut tasks = JoinSet::new();
@@ -281,14 +305,57 @@ pub async fn drive<S: Session>(
             shared: Arc::clone(&shared),
             live,
             go: go_rx.clone(),
+            window: window_rx.clone(),
+            arrivals: Arc::clone(&arrivals),
+            warmup: cfg.warmup,
             on_error: cfg.on_error,
         };
         tasks.spawn(session_loop(session, spec, ops, ctx));
     }
+    let sessions_n = tasks.len();
+    let mut stop_rx = shared.stop_tx.subscribe();
+    tokio::pin!(interrupt);
+    let mut interrupt_done = false;
+    let mut stopped_at: Option<Instant> = None;
+    let cancel_all = |cancellers: &[Canceller]| {
+        // Cancel every statement in flight so sessions return at once.
+        for c in cancellers {
+            tokio::spawn(c());
+        }
+    };
 
     // Every session is connected and prepared: release them together.
-    let go = Instant::now();
-    let measure_from = go + cfg.warmup;
+    go_tx.send_replace(Some(Instant::now()));
+    if !cfg.warmup.is_zero() {
+        on_progress(&Progress {
+            elapsed_s: 0.0,
+            ops_per_s: 0.0,
+            p99_us: None,
+            errors: 0,
+            warmup: true,
+        });
+        // Every session ends its warm-up and flushes its statistics before the snapshot.
+        while arrivals.count.load(Ordering::Acquire) < sessions_n && !shared.stopped() {
+            tokio::select! {
+                _ = arrivals.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = &mut interrupt, if !interrupt_done => {
+                    interrupt_done = true;
+                    shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+                }
+            }
+        }
+    }
+    if !shared.stopped()
+        && let Err(e) = before_window().await
+    {
+        shared.stop(RunStatus::Failed, e);
+    }
+    if shared.stopped() {
+        stopped_at = Some(Instant::now());
+        cancel_all(&cancellers);
+    }
+    let measure_from = Instant::now();
     let timeline = Timeline {
         measure_from,
         end: match cfg.window {
@@ -299,15 +366,11 @@ pub async fn drive<S: Session>(
             WindowSpec::Loops(n) => Some(n),
             WindowSpec::Time(_) => None,
         },
-        wall_at_measure: SystemTime::now() + cfg.warmup,
+        wall_at_measure: SystemTime::now(),
     };
-    go_tx.send_replace(Some(timeline));
+    window_tx.send_replace(Some(timeline));
 
-    let mut cpu_start = if cfg.warmup.is_zero() {
-        cpu_now()
-    } else {
-        None
-    };
+    let cpu_start = cpu_now();
     let mut timeseries = Vec::new();
     let mut outcomes = Vec::new();
     let mut counts = vec![0u64; LOG_BUCKETS];
@@ -315,26 +378,7 @@ pub async fn drive<S: Session>(
     let mut progress_acc = ProgressAcc::default();
     let mut next_progress = measure_from + cfg.progress;
     let mut next_tick = measure_from + cfg.interval;
-    let mut stopped_at: Option<Instant> = None;
-    tokio::pin!(interrupt);
-    let mut interrupt_done = false;
-    let mut stop_rx = shared.stop_tx.subscribe();
-
-    if !cfg.warmup.is_zero() {
-        on_progress(&Progress {
-            elapsed_s: 0.0,
-            ops_per_s: 0.0,
-            p99_us: None,
-            errors: 0,
-            warmup: true,
-        });
-    }
     loop {
-        let wake = if Instant::now() < measure_from {
-            measure_from
-        } else {
-            next_tick
-        };
         tokio::select! {
             joined = tasks.join_next() => {
                 match joined {
@@ -343,12 +387,9 @@ pub async fn drive<S: Session>(
                     None => break,
                 }
             }
-            _ = tokio::time::sleep_until(wake.into()) => {
+            _ = tokio::time::sleep_until(next_tick.into()) => {
                 let now = Instant::now();
-                if now >= measure_from && cpu_start.is_none() {
-                    cpu_start = cpu_now();
-                }
-                if now >= next_tick {
+                {
                     let row = drain(&lives, &mut counts, timeline, last_drain, now);
                     last_drain = now;
                     next_tick += cfg.interval;
@@ -369,10 +410,7 @@ pub async fn drive<S: Session>(
             _ = stop_rx.changed(), if stopped_at.is_none() => {
                 if *stop_rx.borrow() {
                     stopped_at = Some(Instant::now());
-                    // Cancel every statement in flight so sessions return at once.
-                    for c in &cancellers {
-                        tokio::spawn(c());
-                    }
+                    cancel_all(&cancellers);
                 }
             }
         }
@@ -510,8 +548,30 @@ impl ProgressAcc {
 struct SessionCtx {
     shared: Arc<Shared>,
     live: Arc<Live>,
-    go: watch::Receiver<Option<Timeline>>,
+    /// Start of the warm-up (all sessions released together).
+    go: watch::Receiver<Option<Instant>>,
+    /// The measured window, sent after the "before" snapshot.
+    window: watch::Receiver<Option<Timeline>>,
+    arrivals: Arc<Arrivals>,
+    warmup: Duration,
     on_error: OnError,
+}
+
+/// Sessions that finished their warm-up (or ended before the window).
+#[derive(Default)]
+struct Arrivals {
+    count: AtomicUsize,
+    notify: Notify,
+}
+
+/// Counts the session as arrived when dropped, whatever path it leaves the warm-up by.
+struct Arrival<'a>(&'a Arrivals);
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_add(1, Ordering::AcqRel);
+        self.0.notify.notify_one();
+    }
 }
 
 /// Text that differs from every earlier value of the row: SLOB 2.5 writes changing values
@@ -525,12 +585,83 @@ fn update_value(session: u32, n: u64, out: &mut String) {
     }
 }
 
-async fn session_loop<S: Session>(
-    mut session: S,
+/// One operation's kind, timing and result.
+struct Done {
+    kind: OpKind,
+    t0: Instant,
+    t1: Instant,
+    result: Result<u64, OpError>,
+}
+
+/// State of one session's operation stream across warm-up and window.
+struct Runner<S> {
+    session: S,
     spec: SessionSpec,
-    mut ops: OpStream,
-    ctx: SessionCtx,
-) -> SessionOutcome {
+    ops: OpStream,
+    value: String,
+    n: u64,
+    stop_rx: watch::Receiver<bool>,
+}
+
+impl<S: Session> Runner<S> {
+    /// Thinks if the op says so, then runs it; `None` when the run stopped meanwhile.
+    async fn next(&mut self) -> Option<Done> {
+        let op: Op = self.ops.next_op();
+        self.n += 1;
+        if let Some(pause) = op.think {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.stop_rx.wait_for(|s| *s) => return None,
+            }
+        }
+        let t0 = Instant::now();
+        let result = match op.kind {
+            OpKind::Read => self.session.read(op.lo, op.hi).await,
+            OpKind::Update => {
+                update_value(self.spec.index, self.n, &mut self.value);
+                self.session.update(op.lo, op.hi, &self.value).await
+            }
+        };
+        Some(Done {
+            kind: op.kind,
+            t0,
+            t1: Instant::now(),
+            result,
+        })
+    }
+}
+
+/// Records an operation's error; true when the session must stop.
+fn on_op_error(outcome: &mut SessionOutcome, ctx: &SessionCtx, kind: OpKind, e: &OpError, at_s: f64) -> bool {
+    if outcome.first_error.is_none() {
+        outcome.first_error = Some(SessionError {
+            at_s,
+            kind,
+            message: e.message.clone(),
+        });
+    }
+    if ctx.on_error == OnError::Abort {
+        ctx.shared.stop(
+            RunStatus::Failed,
+            format!(
+                "{} ({}) failed a {}: {}",
+                outcome.spec.name,
+                outcome.spec.schema,
+                kind.name(),
+                e.message
+            ),
+        );
+        outcome.ended_by = "error".into();
+        return true;
+    }
+    if e.fatal {
+        outcome.ended_by = "error".into();
+        return true;
+    }
+    false
+}
+
+async fn session_loop<S: Session>(session: S, spec: SessionSpec, ops: OpStream, ctx: SessionCtx) -> SessionOutcome {
     let mut outcome = SessionOutcome {
         spec: spec.clone(),
         start: None,
@@ -543,104 +674,93 @@ async fn session_loop<S: Session>(
         histograms: None,
         last_end_at: None,
     };
-    let mut go = ctx.go.clone();
-    let timeline = match go.wait_for(|t| t.is_some()).await {
-        Ok(t) => match *t {
-            Some(t) => t,
-            None => return outcome,
-        },
+    let mut runner = Runner {
+        session,
+        spec,
+        ops,
+        value: String::with_capacity(128),
+        n: 0,
+        stop_rx: ctx.shared.stop_tx.subscribe(),
+    };
+    let arrival = Arrival(&ctx.arrivals);
+    let go = match ctx.go.clone().wait_for(|g| g.is_some()).await {
+        Ok(g) => (*g).unwrap_or_else(Instant::now),
         Err(_) => return outcome,
     };
+
+    // Warm-up: the same operations, not measured; then publish the statistics so the
+    // "before" snapshot sees them.
+    if !ctx.warmup.is_zero() {
+        let warm_end = go + ctx.warmup;
+        while !ctx.shared.stopped() && Instant::now() < warm_end {
+            let Some(done) = runner.next().await else { break };
+            if let Err(e) = &done.result {
+                if ctx.shared.stopped() {
+                    break;
+                }
+                let at_s = -(warm_end.saturating_duration_since(done.t1).as_secs_f64());
+                if on_op_error(&mut outcome, &ctx, done.kind, e, at_s) {
+                    break;
+                }
+            }
+        }
+        runner.session.flush_stats().await;
+    }
+    drop(arrival);
+
+    let mut window = ctx.window.clone();
     let mut stop_rx = ctx.shared.stop_tx.subscribe();
+    let timeline = tokio::select! {
+        t = window.wait_for(|t| t.is_some()) => match t {
+            Ok(t) => (*t).unwrap_or(Timeline::empty()),
+            Err(_) => return outcome,
+        },
+        _ = stop_rx.wait_for(|s| *s) => Timeline::empty(),
+    };
     let mut hist = Box::new([new_histogram(), new_histogram()]);
     let mut first_start: Option<Instant> = None;
     let mut last_end: Option<Instant> = None;
     let mut measured: u64 = 0;
-    let mut value = String::with_capacity(128);
-    let mut n: u64 = 0;
     loop {
         if ctx.shared.stopped() {
-            outcome.ended_by = stop_cause(&ctx.shared);
+            if outcome.ended_by != "error" {
+                outcome.ended_by = stop_cause(&ctx.shared);
+            }
             break;
         }
         let now = Instant::now();
-        if timeline.end.is_some_and(|end| now >= end)
-            || timeline.loops.is_some_and(|l| measured >= l)
-        {
+        if timeline.end.is_some_and(|end| now >= end) || timeline.loops.is_some_and(|l| measured >= l) {
             break;
         }
-        let op: Op = ops.next_op();
-        n += 1;
-        if let Some(pause) = op.think {
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = stop_rx.wait_for(|s| *s) => continue,
-            }
-        }
-        let t0 = Instant::now();
-        let result = match op.kind {
-            OpKind::Read => session.read(op.lo, op.hi).await,
-            OpKind::Update => {
-                update_value(spec.index, n, &mut value);
-                session.update(op.lo, op.hi, &value).await
-            }
-        };
-        let t1 = Instant::now();
-        let in_window = t0 >= timeline.measure_from;
-        let k = op.kind.index();
-        match result {
+        let Some(done) = runner.next().await else { continue };
+        let k = done.kind.index();
+        match done.result {
             Ok(rows) => {
-                if in_window {
-                    let us = (t1 - t0).as_micros() as u64;
-                    hist[k].saturating_record(us.max(1));
-                    ctx.live.ops[k].fetch_add(1, Ordering::Relaxed);
-                    ctx.live.latency.record(us);
-                    outcome.ops[k] += 1;
-                    outcome.rows[k] += rows;
-                    measured += 1;
-                    first_start.get_or_insert(t0);
-                    last_end = Some(t1);
-                }
+                let us = (done.t1 - done.t0).as_micros() as u64;
+                hist[k].saturating_record(us.max(1));
+                ctx.live.ops[k].fetch_add(1, Ordering::Relaxed);
+                ctx.live.latency.record(us);
+                outcome.ops[k] += 1;
+                outcome.rows[k] += rows;
+                measured += 1;
+                first_start.get_or_insert(done.t0);
+                last_end = Some(done.t1);
             }
             Err(e) => {
                 if ctx.shared.stopped() {
                     // The statement was cancelled because the run is stopping.
-                    outcome.ended_by = stop_cause(&ctx.shared);
-                    break;
+                    continue;
                 }
-                if in_window {
-                    outcome.errors[k] += 1;
-                    ctx.live.errors.fetch_add(1, Ordering::Relaxed);
-                    measured += 1;
-                }
-                if outcome.first_error.is_none() {
-                    outcome.first_error = Some(SessionError {
-                        at_s: timeline.offset_s(t1),
-                        kind: op.kind,
-                        message: e.message.clone(),
-                    });
-                }
-                if ctx.on_error == OnError::Abort {
-                    ctx.shared.stop(
-                        RunStatus::Failed,
-                        format!(
-                            "{} ({}) failed a {}: {}",
-                            spec.name,
-                            spec.schema,
-                            op.kind.name(),
-                            e.message
-                        ),
-                    );
-                    outcome.ended_by = "error".into();
-                    break;
-                }
-                if e.fatal {
-                    outcome.ended_by = "error".into();
+                outcome.errors[k] += 1;
+                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                measured += 1;
+                if on_op_error(&mut outcome, &ctx, done.kind, &e, timeline.offset_s(done.t1)) {
                     break;
                 }
             }
         }
     }
+    runner.session.flush_stats().await;
     outcome.start = first_start.map(|t| timeline.utc(t));
     outcome.end = last_end.map(|t| timeline.utc(t));
     outcome.last_end_at = last_end;
@@ -688,6 +808,7 @@ mod tests {
         service: Duration,
         fail_after: Option<u64>,
         done: u64,
+        flushes: u32,
     }
 
     impl Session for FakeSession {
@@ -702,6 +823,9 @@ mod tests {
         }
         fn canceller(&self) -> Canceller {
             Box::new(|| Box::pin(async {}))
+        }
+        async fn flush_stats(&mut self) {
+            self.flushes += 1;
         }
     }
 
@@ -742,6 +866,10 @@ mod tests {
         }
     }
 
+    async fn ok() -> Result<(), String> {
+        Ok(())
+    }
+
     fn fakes(n: u32, fail_after: Option<u64>) -> Vec<(SessionSpec, FakeSession)> {
         session_specs(n, 0, &["s1".into()], false)
             .into_iter()
@@ -752,6 +880,7 @@ mod tests {
                         service: Duration::from_millis(2),
                         fail_after,
                         done: 0,
+                        flushes: 0,
                     },
                 )
             })
@@ -790,6 +919,7 @@ mod tests {
             &cfg(WindowSpec::Loops(50), 20),
             std::future::pending(),
             |_| {},
+            ok,
         )
         .await;
         assert_eq!(out.status, RunStatus::Ok);
@@ -810,6 +940,7 @@ mod tests {
             &cfg(WindowSpec::Time(Duration::from_millis(300)), 0),
             std::future::pending(),
             |_| {},
+            ok,
         )
         .await;
         assert_eq!(out.status, RunStatus::Ok);
@@ -828,13 +959,14 @@ mod tests {
             &cfg(WindowSpec::Loops(100), 0),
             std::future::pending(),
             |_| {},
+            ok,
         )
         .await;
         assert_eq!(out.status, RunStatus::Failed);
         assert!(out.error.as_deref().unwrap_or("").contains("boom"));
         let mut c = cfg(WindowSpec::Loops(20), 0);
         c.on_error = OnError::Continue;
-        let out = drive(fakes(2, Some(5)), &c, std::future::pending(), |_| {}).await;
+        let out = drive(fakes(2, Some(5)), &c, std::future::pending(), |_| {}, ok).await;
         assert_eq!(out.status, RunStatus::Ok);
         for s in &out.sessions {
             assert_eq!((s.ops[0], s.errors[0]), (5, 15));
@@ -852,10 +984,38 @@ mod tests {
             &cfg(WindowSpec::Time(Duration::from_secs(60)), 0),
             tokio::time::sleep(Duration::from_millis(200)),
             |_| {},
+            ok,
         )
         .await;
         assert_eq!(out.status, RunStatus::Interrupted);
         assert!(out.measured_s < 1.0, "{}", out.measured_s);
         assert!(out.sessions.iter().all(|s| s.ended_by == "interrupted"));
+    }
+
+    #[tokio::test]
+    async fn warmup_is_excluded_and_the_snapshot_runs_between() {
+        let mut c = cfg(WindowSpec::Loops(10), 0);
+        c.warmup = Duration::from_millis(100);
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&called);
+        let out = drive(fakes(2, None), &c, std::future::pending(), |_| {}, move || async move {
+            flag.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+        assert!(called.load(Ordering::SeqCst));
+        assert_eq!(out.status, RunStatus::Ok);
+        assert_eq!(out.warmup_s, 0.1);
+        for s in &out.sessions {
+            assert_eq!(s.ops[0], 10, "warm-up operations are not counted");
+        }
+
+        let out = drive(fakes(2, None), &c, std::future::pending(), |_| {}, || async {
+            Err("snapshot failed: permission denied".to_string())
+        })
+        .await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.unwrap_or_default().contains("snapshot failed"));
+        assert_eq!(out.sessions.iter().map(|s| s.ops[0]).sum::<u64>(), 0, "nothing measured");
     }
 }

@@ -3,6 +3,8 @@
 
 pub mod config;
 pub mod dataset;
+pub mod dbstats;
+pub mod device;
 pub mod driver;
 pub mod error;
 pub mod report;

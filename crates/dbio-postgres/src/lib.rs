@@ -3,6 +3,7 @@
 //! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
 
 pub mod check;
+pub mod collector;
 pub mod conn;
 mod copy;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod loader;
 pub mod maintenance;
 pub mod marker;
 pub mod run;
+pub mod sampler;
 pub mod scratch;
 pub mod server;
 pub mod session;

@@ -168,6 +168,7 @@ pub async fn open_sessions(
     target: &Target,
     specs: &[SessionSpec],
     redo_stress: RedoStress,
+    major: i32,
 ) -> Result<Vec<(SessionSpec, PgSession)>> {
     let heavy = redo_stress == RedoStress::Heavy;
     let mut tasks = JoinSet::new();
@@ -175,7 +176,7 @@ pub async fn open_sessions(
         let target = target.clone();
         let spec = spec.clone();
         tasks.spawn(async move {
-            let s = PgSession::open(&target, &spec.name, &spec.schema, heavy).await?;
+            let s = PgSession::open(&target, &spec.name, &spec.schema, heavy, major).await?;
             Ok::<_, PgError>((spec, s))
         });
     }

@@ -13,17 +13,31 @@ pub struct PgSession {
     read: Statement,
     update: Statement,
     cancel: CancelToken,
+    major: i32,
+    /// track_io_timing is on in this session (dbio set it, or the server had it on).
+    pub io_timing: bool,
 }
 
 impl PgSession {
-    /// Connects as `application_name` and prepares the read and update of `schema`.
+    /// Connects as `application_name` and prepares the read and update of `schema`. Turns
+    /// track_io_timing on for itself when the role may (superuser, or on 15+ GRANT SET ON
+    /// PARAMETER); otherwise `io_timing` tells what the server setting is.
     pub async fn open(
         target: &Target,
         application_name: &str,
         schema: &str,
         heavy: bool,
+        major: i32,
     ) -> Result<PgSession> {
         let client = target.connect(application_name).await?;
+        let io_timing = match client.batch_execute("SET track_io_timing = on").await {
+            Ok(()) => true,
+            Err(_) => client
+                .query_one("SELECT current_setting('track_io_timing') = 'on'", &[])
+                .await
+                .map(|r| r.get::<_, bool>(0))
+                .unwrap_or(false),
+        };
         // One plan for the whole run, as SLOB's shared cursor: custom plans would re-plan
         // every call and, near the key range's ends, probe the index from the planner
         // (get_actual_variable_range), adding index scans that are not the workload's.
@@ -57,6 +71,8 @@ impl PgSession {
             read,
             update,
             cancel,
+            major,
+            io_timing,
         })
     }
 }
@@ -88,6 +104,15 @@ impl Session for PgSession {
             .execute(&self.update, &[&lo, &hi, &value])
             .await
             .map_err(op_error)
+    }
+
+    /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before
+    /// the call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
+    async fn flush_stats(&mut self) {
+        if self.major >= 15 {
+            let flush = self.client.batch_execute("SELECT pg_stat_force_next_flush()");
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flush).await;
+        }
     }
 
     fn canceller(&self) -> Canceller {

@@ -1,0 +1,144 @@
+//! Database-side figures over the run window, engine-neutral. A backend snapshots its own
+//! statistics before and after the window and fills these; every figure names the counter
+//! delta it comes from in `counters`, so a reader can trace it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What the database itself counted during the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DbMetrics {
+    /// Views the I/O figures come from, e.g. "pg_stat_database" or "pg_stat_io".
+    pub source: String,
+    /// Seconds the rates are computed over (the run's measured window).
+    pub seconds: f64,
+    /// Read requests per second into data files (PostgreSQL: reads that missed
+    /// shared_buffers; they may still be served by the OS page cache).
+    pub read_iops: f64,
+    /// Blocks read per second (equals read_iops where each read is one block).
+    pub read_blocks_per_s: f64,
+    /// Data-file block writes per second (backends, checkpointer, background writer).
+    pub write_iops: f64,
+    /// Average data-file read latency in µs; null when the database did not time reads.
+    pub avg_read_latency_us: Option<f64>,
+    /// Why the latency is null, and how to fix it.
+    pub read_latency_note: Option<String>,
+    /// Buffer hits per second (logical reads served from shared_buffers).
+    pub buffer_hits_per_s: f64,
+    /// hits / (hits + reads); shared_buffers only, never the OS cache.
+    pub buffer_hit_ratio: Option<f64>,
+    pub wal_bytes_per_s: Option<f64>,
+    pub wal_writes_per_s: Option<f64>,
+    pub wal_syncs_per_s: Option<f64>,
+    pub commits_per_s: f64,
+    /// Checkpoints that started inside the window.
+    pub checkpoints: u64,
+    /// Autovacuum and autoanalyze runs on dbio's tables inside the window.
+    pub autovacuum_runs: u64,
+    pub autoanalyze_runs: u64,
+    /// Seconds the database spent executing statements (measured), when available.
+    pub db_time_s: Option<f64>,
+    /// dbio's own tables (all schemas): blocks read and hit, index scans, rows updated.
+    pub dbio_tables: TableIo,
+    /// False when a statistics reset or a counter going backwards makes the deltas wrong.
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    /// The raw counter deltas behind the figures, by `view.column`.
+    pub counters: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct TableIo {
+    pub heap_blks_read: u64,
+    pub heap_blks_hit: u64,
+    pub idx_blks_read: u64,
+    pub idx_blks_hit: u64,
+    pub idx_scan: u64,
+    pub n_tup_upd: u64,
+}
+
+/// One line of the top-events table (AWR form).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitRow {
+    /// `Class:Event` (PostgreSQL wait_event_type:wait_event), or `CPU` for active sessions
+    /// without a wait event.
+    pub event: String,
+    /// Number of waits where the database counts them; null for sampled-only rows.
+    pub waits: Option<u64>,
+    pub time_s: f64,
+    /// 1e6 · time / waits, when waits are counted.
+    pub avg_us: Option<f64>,
+    /// time / DB time.
+    pub pct_db_time: Option<f64>,
+    /// True: waits and time are the database's counters; false: estimated from samples.
+    pub measured: bool,
+    /// Samples that saw this event.
+    pub samples: u64,
+}
+
+/// The wait profile: sampled session states (ASH-like), with measured rows where the
+/// database counts waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct WaitProfile {
+    /// Intended and achieved sampling period.
+    pub period_ms: f64,
+    pub achieved_period_ms: f64,
+    pub samples: u64,
+    pub db_time_s: f64,
+    /// "measured (pg_stat_database.active_time)" or "sampled".
+    pub db_time_source: String,
+    /// dbio's sessions.
+    pub foreground: Vec<WaitRow>,
+    /// Background processes (checkpointer, background writer, walwriter, autovacuum, ...).
+    pub background: Vec<WaitRow>,
+}
+
+/// OS block-device figures from /proc/diskstats for the device under the data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceMetrics {
+    /// Device name in /proc/diskstats, e.g. `vda` or `nvme0n1p2`.
+    pub device: String,
+    /// The path whose device was measured (data directory or tablespace).
+    pub path: String,
+    pub seconds: f64,
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_kib_per_op: Option<f64>,
+    /// Average time a read spent, in ms (ms reading / reads completed).
+    pub avg_read_wait_ms: Option<f64>,
+    pub avg_write_wait_ms: Option<f64>,
+    /// Device reads / database reads: near 1 when reads are physical, near 0 when the OS
+    /// page cache served them.
+    pub physical_read_ratio: Option<f64>,
+    /// How reads were made physical for this run: "dropped page cache", "debug_io_direct=data",
+    /// or "none".
+    pub cache_control: String,
+}
+
+/// The line DBAs compare across runs (awr_info habit): top I/O event, its waits, time,
+/// latency and the IOPS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IoEventLine {
+    pub event: String,
+    pub waits: u64,
+    pub time_s: f64,
+    pub latency_us: Option<f64>,
+    pub iops: f64,
+}
+
+impl DbMetrics {
+    pub fn io_event_line(&self, event: &str) -> IoEventLine {
+        let waits = (self.read_iops * self.seconds).round() as u64;
+        IoEventLine {
+            event: event.to_string(),
+            waits,
+            time_s: self
+                .avg_read_latency_us
+                .map(|l| l * waits as f64 / 1e6)
+                .unwrap_or(0.0),
+            latency_us: self.avg_read_latency_us,
+            iops: self.read_iops,
+        }
+    }
+}
