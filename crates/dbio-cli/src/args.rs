@@ -215,6 +215,12 @@ pub struct RunArgs {
     /// Do not VACUUM tables changed since their last VACUUM before the window [config: run.vacuum = false]
     #[arg(long)]
     pub no_vacuum: bool,
+    /// Sync and drop the OS page cache before the window (server on this host; root) [config: collector.drop_caches]
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// Wait-sampler period [config: collector.sample_period; default 100ms]
+    #[arg(long, value_name = "DUR")]
+    pub sample_period: Option<Dur>,
     /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -225,6 +231,12 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn apply(&self, c: &mut Config) {
+        if self.drop_caches {
+            c.collector.drop_caches = true;
+        }
+        if let Some(v) = self.sample_period {
+            c.collector.sample_period = v;
+        }
         let r = &mut c.run;
         if let Some(v) = self.readers {
             r.readers = v;
@@ -280,6 +292,7 @@ impl RunArgs {
         if self.no_vacuum {
             r.vacuum = false;
         }
+
         if let Some(v) = &self.out {
             r.out = Some(v.clone());
         }

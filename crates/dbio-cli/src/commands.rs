@@ -13,6 +13,7 @@ use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
+use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
@@ -424,11 +425,41 @@ async fn run_benchmark(
         )
     })?;
 
+    let major = pre.info.major();
+    let local = target.is_local();
+    if config.collector.drop_caches && !(local && is_root()) {
+        return Err(Failure::new(
+            2,
+            "collector.drop_caches (--drop-caches) needs root on the server's host: the target is remote or dbio is not root",
+        ));
+    }
     eprintln!(
         "run: {} reader(s), {} writer(s) on {target} (PostgreSQL {}); connecting and preparing",
         r.readers, r.writers, pre.info.version
     );
-    let sessions = interruptible(run::open_sessions(target, &specs, r.redo_stress), "run").await?;
+    let sessions = interruptible(run::open_sessions(target, &specs, r.redo_stress, major), "run").await?;
+    let timing = if sessions.iter().all(|(_, s)| s.io_timing) {
+        IoTiming::On
+    } else {
+        IoTiming::Off
+    };
+    let mut collector = interruptible(
+        WindowCollector::connect(
+            target,
+            CollectorOptions {
+                major,
+                block_size,
+                schemas: schema_names.clone(),
+                timing,
+                data_path: pre.data_path.clone(),
+                drop_caches: config.collector.drop_caches,
+                direct_io: pre.direct_io,
+                sample_period: config.collector.sample_period.0,
+            },
+        ),
+        "run",
+    )
+    .await?;
     let window = if r.work_loop > 0 {
         WindowSpec::Loops(r.work_loop)
     } else {
@@ -439,29 +470,32 @@ async fn run_benchmark(
         window,
         warmup: r.warmup.0,
         interval: r.interval.0,
-        progress: if quiet {
-            std::time::Duration::ZERO
-        } else {
-            r.progress.0
-        },
+        progress: if quiet { std::time::Duration::ZERO } else { r.progress.0 },
         on_error: r.on_error,
         seed: r.seed,
     };
     eprintln!("run: {} sessions ready; measuring", specs.len());
-    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress).await;
+    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress, || collector.begin()).await;
+    let measured_s = outcome.measured_s;
+    let collected = collector.end(measured_s).await;
 
     let mut recorded = config.clone();
     recorded.target.dsn = Some(target.redacted());
     recorded.run.out = Some(out_dir.clone());
-    let result = RunResult::build(
+    let mut warnings = pre.warnings;
+    warnings.extend(collected.warnings);
+    let mut result = RunResult::build(
         RunContext {
             config: recorded,
             environment: pre.environment,
-            warnings: pre.warnings,
+            warnings,
         },
         window,
         outcome,
     );
+    result.db = collected.db;
+    result.waits = collected.waits;
+    result.device = collected.device;
     let text = report::render_text(&result);
     result.write_json(&out_dir)?;
     dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
@@ -472,4 +506,9 @@ async fn run_benchmark(
         out_dir.display()
     );
     Ok(result)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }

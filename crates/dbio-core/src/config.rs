@@ -34,6 +34,26 @@ pub struct Config {
     pub target: TargetConfig,
     pub data: DataConfig,
     pub run: RunConfig,
+    pub collector: CollectorConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CollectorConfig {
+    /// Period of the wait sampler (pg_stat_activity).
+    pub sample_period: Dur,
+    /// Before the window: sync and drop the OS page cache (server on this host, root only),
+    /// so reads start physical.
+    pub drop_caches: bool,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        CollectorConfig {
+            sample_period: Dur(Duration::from_millis(100)),
+            drop_caches: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,6 +168,7 @@ impl Default for Config {
             target: TargetConfig::default(),
             data: DataConfig::default(),
             run: RunConfig::default(),
+            collector: CollectorConfig::default(),
         }
     }
 }
@@ -324,6 +345,14 @@ impl Config {
         }
         if r.interval.0 < Duration::from_millis(100) {
             return Err(CoreError::invalid("run.interval", "must be at least 100ms"));
+        }
+        let period = self.collector.sample_period.0;
+        if period < Duration::from_millis(10) || period > Duration::from_secs(10) {
+            return Err(CoreError::OutOfRange {
+                key: "collector.sample_period (--sample-period)".into(),
+                value: self.collector.sample_period.to_string(),
+                allowed: "10ms..=10s".into(),
+            });
         }
         if self.target.connect_timeout.0.is_zero() {
             return Err(CoreError::invalid(

@@ -142,3 +142,88 @@ impl DbMetrics {
         }
     }
 }
+
+/// Below this share of database reads reaching the device, the run measured the page cache.
+pub const MIN_PHYSICAL_RATIO: f64 = 0.5;
+
+/// Warnings about reads that did not come from storage: served by the OS page cache (device
+/// reads well below database reads) or by shared_buffers (almost no database reads).
+pub fn cache_warnings(db: &DbMetrics, device: Option<&DeviceMetrics>) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(ratio) = device.and_then(|d| d.physical_read_ratio)
+        && ratio < MIN_PHYSICAL_RATIO
+    {
+        let dev = device.map(|d| d.reads_per_s).unwrap_or(0.0);
+        w.push(format!(
+            "only {:.0}% of the database's reads reached the device ({:.0} database reads/s, {:.0} device reads/s): \
+             the OS page cache served the rest, so read IOPS and latency describe memory, not storage. \
+             Use --drop-caches (root, server on this host), a data set larger than RAM, or on PostgreSQL 16+ \
+             a server started with debug_io_direct=data",
+            100.0 * ratio,
+            db.read_iops,
+            dev
+        ));
+    }
+    if let Some(hit) = db.buffer_hit_ratio
+        && hit >= 0.99
+    {
+        w.push(format!(
+            "the run was served from shared_buffers ({:.1}% buffer hits, {:.0} reads/s): the data set, or its \
+             hot part, fits in the buffer cache; raise data.scale or data.schemas, or lower shared_buffers",
+            100.0 * hit,
+            db.read_iops
+        ));
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(ratio: Option<f64>) -> DeviceMetrics {
+        DeviceMetrics {
+            device: "vda".into(),
+            path: "/data".into(),
+            seconds: 10.0,
+            reads_per_s: 100.0,
+            writes_per_s: 0.0,
+            read_kib_per_op: Some(8.0),
+            avg_read_wait_ms: Some(0.2),
+            avg_write_wait_ms: None,
+            physical_read_ratio: ratio,
+            cache_control: "none".into(),
+        }
+    }
+
+    #[test]
+    fn page_cache_and_buffer_cache_runs_are_flagged() {
+        let db = DbMetrics {
+            read_iops: 1000.0,
+            buffer_hit_ratio: Some(0.5),
+            ..DbMetrics::default()
+        };
+        let w = cache_warnings(&db, Some(&device(Some(0.1))));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("only 10%") && w[0].contains("page cache"));
+        assert!(cache_warnings(&db, Some(&device(Some(0.95)))).is_empty());
+        let cached = DbMetrics {
+            read_iops: 1.0,
+            buffer_hit_ratio: Some(0.999),
+            ..DbMetrics::default()
+        };
+        assert!(cache_warnings(&cached, None)[0].contains("shared_buffers"));
+    }
+
+    #[test]
+    fn io_line_multiplies_out() {
+        let db = DbMetrics {
+            seconds: 10.0,
+            read_iops: 500.0,
+            avg_read_latency_us: Some(200.0),
+            ..DbMetrics::default()
+        };
+        let l = db.io_event_line("IO:DataFileRead");
+        assert_eq!((l.waits, l.time_s, l.iops), (5000, 1.0, 500.0));
+    }
+}

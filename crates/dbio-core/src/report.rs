@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::dbstats::WaitRow;
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
 use crate::units::format_bytes;
@@ -131,13 +132,7 @@ pub fn render_text(r: &RunResult) -> String {
                 .unwrap_or_default()
         );
     }
-    if r.db.is_none() {
-        let _ = writeln!(o);
-        let _ = writeln!(
-            o,
-            "Database statistics: not collected in this version (client measurements only)."
-        );
-    }
+    db_sections(&mut o, r);
     if !r.warnings.is_empty() {
         let _ = writeln!(o);
         for w in &r.warnings {
@@ -157,5 +152,139 @@ fn op_line(name: &str, m: &OpMetrics) -> String {
             "{:<7} {:>10} {:>7} {:>11.1}",
             name, m.count, m.errors, m.ops_per_s
         ),
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "-".into())
+}
+
+fn db_sections(o: &mut String, r: &RunResult) {
+    let _ = writeln!(o);
+    let Some(db) = &r.db else {
+        let _ = writeln!(
+            o,
+            "Database statistics: not collected for this run (see the warnings); the figures above are client measurements."
+        );
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "Load profile (database counters over the {:.3} s window; source {}){}",
+        db.seconds,
+        db.source,
+        if db.valid { "" } else { "  ** INVALID: see warnings **" }
+    );
+    let rows: [(&str, String, &str); 11] = [
+        ("DB read requests", format!("{:.1}", db.read_iops), "/s (missed shared_buffers)"),
+        ("DB blocks read", format!("{:.1}", db.read_blocks_per_s), "/s"),
+        ("Avg read latency", opt(db.avg_read_latency_us, 1), "µs (database-timed)"),
+        ("Buffer hits", format!("{:.1}", db.buffer_hits_per_s), "/s"),
+        (
+            "Buffer hit ratio",
+            opt(db.buffer_hit_ratio.map(|h| 100.0 * h), 2),
+            "% (shared_buffers only)",
+        ),
+        ("Data-file writes", format!("{:.1}", db.write_iops), "blocks/s"),
+        ("WAL", opt(db.wal_bytes_per_s, 0), "bytes/s"),
+        ("WAL writes", opt(db.wal_writes_per_s, 1), "/s"),
+        ("WAL syncs", opt(db.wal_syncs_per_s, 1), "/s"),
+        ("Commits", format!("{:.1}", db.commits_per_s), "/s"),
+        ("Operations (client)", format!("{:.1}", r.client.ops_per_s), "/s"),
+    ];
+    for (name, value, unit) in rows {
+        let _ = writeln!(o, "  {name:<22} {value:>14} {unit}");
+    }
+    let _ = writeln!(
+        o,
+        "  {:<22} {:>14} s{}; checkpoints in window {}; autovacuum {} / autoanalyze {} on dbio's tables",
+        "DB time",
+        opt(db.db_time_s, 2),
+        if db.db_time_s.is_some() { " (pg_stat_database.active_time)" } else { "" },
+        db.checkpoints,
+        db.autovacuum_runs,
+        db.autoanalyze_runs
+    );
+    if let Some(w) = &r.waits {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Top foreground events (dbio sessions; {} samples every {:.0} ms, {:.1} ms achieved; DB time {:.2} s {})",
+            w.samples, w.period_ms, w.achieved_period_ms, w.db_time_s, w.db_time_source
+        );
+        wait_table(o, &w.foreground);
+        if !w.background.is_empty() {
+            let _ = writeln!(o, "Background events (server processes, sampled)");
+            wait_table(o, &w.background);
+        }
+        let _ = writeln!(
+            o,
+            "  waits and time without `est.` are the database's own counters; `est.` rows are samples x period"
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "I/O");
+    let _ = writeln!(
+        o,
+        "  database: {:.1} read requests/s, average {} µs; {:.1} data-file writes/s",
+        db.read_iops,
+        opt(db.avg_read_latency_us, 1),
+        db.write_iops
+    );
+    match &r.device {
+        Some(d) => {
+            let _ = writeln!(
+                o,
+                "  device {} (under {}): {:.1} reads/s of {} KiB, average wait {} ms; {:.1} writes/s, average wait {} ms",
+                d.device,
+                d.path,
+                d.reads_per_s,
+                opt(d.read_kib_per_op, 1),
+                opt(d.avg_read_wait_ms, 3),
+                d.writes_per_s,
+                opt(d.avg_write_wait_ms, 3)
+            );
+            let _ = writeln!(
+                o,
+                "  physical-read ratio (device reads / database reads): {}; cache control: {}",
+                opt(d.physical_read_ratio, 2),
+                d.cache_control
+            );
+        }
+        None => {
+            let _ = writeln!(o, "  device: not measured (see the warnings)");
+        }
+    }
+    let line = db.io_event_line("IO:DataFileRead");
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Run | Event | Waits | Time(s) | Latency(µs) | IOPS");
+    let _ = writeln!(
+        o,
+        "{} | {} | {} | {:.2} | {} | {:.1}",
+        r.label.as_deref().unwrap_or("run"),
+        line.event,
+        line.waits,
+        line.time_s,
+        opt(line.latency_us, 1),
+        line.iops
+    );
+}
+
+fn wait_table(o: &mut String, rows: &[WaitRow]) {
+    let _ = writeln!(
+        o,
+        "  {:<28} {:>12} {:>10} {:>14} {:>10}",
+        "Event", "Waits", "Time(s)", "Avg wait(µs)", "% DB time"
+    );
+    for r in rows.iter().take(10) {
+        let _ = writeln!(
+            o,
+            "  {:<28} {:>12} {:>10.2} {:>14} {:>10}",
+            r.event,
+            r.waits.map(|w| w.to_string()).unwrap_or_else(|| "est.".into()),
+            r.time_s,
+            opt(r.avg_us, 1),
+            opt(r.pct_db_time, 1)
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! `result.json`: one versioned document per run. The client part is filled from the driver's
-//! measurements; `db`, `waits` and `device` are the places of the database collector's and
-//! the OS collector's figures (null until a collector fills them).
+//! measurements; `db`, `waits` and `device` hold the database collector's and the OS
+//! collector's figures (null where they could not be collected, with a warning saying why).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Engine};
+use crate::dbstats::{DbMetrics, DeviceMetrics, WaitProfile};
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
 use crate::stats::{LatencySummary, encode_histogram};
@@ -32,12 +33,12 @@ pub struct RunResult {
     pub client: ClientMetrics,
     pub sessions: Vec<SessionOutcome>,
     pub timeseries: Vec<IntervalRow>,
-    /// Database statistics over the window (collector).
-    pub db: Option<serde_json::Value>,
+    /// Database statistics over the window (collector); null when not collected.
+    pub db: Option<DbMetrics>,
     /// Wait profile (collector's sampler).
-    pub waits: Option<serde_json::Value>,
+    pub waits: Option<WaitProfile>,
     /// OS device statistics when the server is local.
-    pub device: Option<serde_json::Value>,
+    pub device: Option<DeviceMetrics>,
     pub warnings: Vec<String>,
 }
 

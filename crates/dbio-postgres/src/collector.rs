@@ -9,11 +9,17 @@
 
 use std::collections::BTreeMap;
 
-use dbio_core::dbstats::{DbMetrics, TableIo};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dbio_core::dbstats::{DbMetrics, DeviceMetrics, TableIo, WaitProfile, cache_warnings};
+use dbio_core::device::{self, Device, DiskCounters};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
+use crate::conn::Target;
 use crate::error::{PgError, Result};
+use crate::sampler::{self, Sampler};
 
 /// Counters (`view.column` -> value) and reset stamps (`view` -> stats_reset text).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -302,6 +308,167 @@ pub fn warnings(m: &DbMetrics) -> Vec<String> {
         w.push(format!("database read latency is null: {note}"));
     }
     w
+}
+
+/// What the collector gathered around one window.
+#[derive(Debug, Clone, Default)]
+pub struct Collected {
+    pub db: Option<DbMetrics>,
+    pub waits: Option<WaitProfile>,
+    pub device: Option<DeviceMetrics>,
+    pub warnings: Vec<String>,
+}
+
+/// The collector around one run window: `begin` just before the window opens (drop caches,
+/// "before" snapshot, device counters, sampler), `end` after the sessions have flushed or
+/// disconnected.
+pub struct WindowCollector {
+    target: Target,
+    client: Client,
+    major: i32,
+    block_size: u64,
+    schemas: Vec<String>,
+    timing: IoTiming,
+    /// The device under the data and the path it was found from, for a local server.
+    device: Option<(Device, PathBuf)>,
+    drop_caches: bool,
+    cache_control: String,
+    sample_period: Duration,
+    started: Option<(Snapshot, Option<DiskCounters>, Sampler)>,
+    notes: Vec<String>,
+}
+
+pub struct CollectorOptions {
+    pub major: i32,
+    pub block_size: u64,
+    pub schemas: Vec<String>,
+    pub timing: IoTiming,
+    /// Data directory or tablespace location, when the role may read it.
+    pub data_path: Option<PathBuf>,
+    pub drop_caches: bool,
+    /// The server reads with O_DIRECT (debug_io_direct includes `data`).
+    pub direct_io: bool,
+    pub sample_period: Duration,
+}
+
+impl WindowCollector {
+    pub async fn connect(target: &Target, opts: CollectorOptions) -> Result<WindowCollector> {
+        let client = target.connect("dbio-collector").await?;
+        let mut notes = Vec::new();
+        let device = if !target.is_local() {
+            notes.push("device statistics need the server on this host; the target is remote".to_string());
+            None
+        } else {
+            match &opts.data_path {
+                None => {
+                    notes.push(
+                        "device statistics need the data directory's path, which this role may not read: \
+                         GRANT pg_read_all_settings to it"
+                            .to_string(),
+                    );
+                    None
+                }
+                Some(path) => match device::device_for_path(path) {
+                    Some(d) => Some((d, path.clone())),
+                    None => {
+                        notes.push(format!(
+                            "{} is not on a block device listed in /proc/diskstats (tmpfs or overlay?): no device statistics",
+                            path.display()
+                        ));
+                        None
+                    }
+                },
+            }
+        };
+        let cache_control = if opts.drop_caches {
+            "dropped page cache".to_string()
+        } else if opts.direct_io {
+            "debug_io_direct=data".to_string()
+        } else {
+            "none".to_string()
+        };
+        Ok(WindowCollector {
+            target: target.clone(),
+            client,
+            major: opts.major,
+            block_size: opts.block_size,
+            schemas: opts.schemas,
+            timing: opts.timing,
+            device,
+            drop_caches: opts.drop_caches,
+            cache_control,
+            sample_period: opts.sample_period,
+            started: None,
+            notes,
+        })
+    }
+
+    /// Just before the window: the error text fails the run before anything is measured.
+    pub async fn begin(&mut self) -> std::result::Result<(), String> {
+        if self.drop_caches {
+            device::drop_page_cache()?;
+        }
+        let snap = take_snapshot(&self.client, self.major, &self.schemas)
+            .await
+            .map_err(|e| e.to_string())?;
+        let disk = self.device.as_ref().and_then(|(d, _)| device::read_counters(d));
+        let sampler = Sampler::start(&self.target, self.sample_period)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.started = Some((snap, disk, sampler));
+        Ok(())
+    }
+
+    /// After the window: the "after" snapshot and the figures. Failures become warnings:
+    /// what the client measured is kept either way.
+    pub async fn end(self, window_s: f64) -> Collected {
+        let mut out = Collected {
+            warnings: self.notes.clone(),
+            ..Collected::default()
+        };
+        let Some((before, disk_before, sampler)) = self.started else {
+            out.warnings
+                .push("database statistics were not collected: the run stopped before its window opened".into());
+            return out;
+        };
+        if self.major < 15 {
+            // 13/14 publish a session's statistics when it disconnects, through the stats
+            // collector, which writes them at most every 500 ms.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+        }
+        let samples = sampler.stop().await;
+        let after = match take_snapshot(&self.client, self.major, &self.schemas).await {
+            Ok(s) => s,
+            Err(e) => {
+                out.warnings
+                    .push(format!("database statistics could not be read after the run: {e}"));
+                return out;
+            }
+        };
+        let m = metrics(&before, &after, window_s, self.block_size, self.timing, &self.target.user);
+        out.warnings.extend(warnings(&m));
+        if let (Some((dev, path)), Some(b)) = (&self.device, disk_before)
+            && let Some(a) = device::read_counters(dev)
+        {
+            out.device = Some(device::device_metrics(
+                dev,
+                path,
+                b,
+                a,
+                window_s,
+                Some(m.read_iops * window_s),
+                &self.cache_control,
+            ));
+        }
+        out.warnings.extend(cache_warnings(&m, out.device.as_ref()));
+        if samples.errors > 0 {
+            out.warnings
+                .push(format!("{} wait samples failed (of {})", samples.errors, samples.errors + samples.samples));
+        }
+        out.waits = Some(sampler::wait_profile(&samples, &m, window_s, self.major));
+        out.db = Some(m);
+        out
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,11 @@ pub struct Preflight {
     pub info: ServerInfo,
     pub environment: Environment,
     pub warnings: Vec<String>,
+    /// Where the data set's files live (tablespace location or data directory), when the
+    /// role may read it.
+    pub data_path: Option<std::path::PathBuf>,
+    /// debug_io_direct includes `data` (PostgreSQL 16+): reads bypass the page cache.
+    pub direct_io: bool,
 }
 
 pub async fn preflight(
@@ -44,9 +49,10 @@ pub async fn preflight(
         .await
         .map_err(|e| PgError::from_db("reading max_connections", &e))?
         .get(0);
-    if specs.len() as i64 > free as i64 {
+    // The sessions, plus the collector's and the sampler's connections.
+    if specs.len() as i64 + 2 > free as i64 {
         return Err(PgError::Usage(format!(
-            "run.readers + run.writers = {} sessions, but the server has {free} free connection slots; \
+            "run.readers + run.writers = {} sessions (+2 for the collector), but the server has {free} free connection slots; \
              raise max_connections on the server or run fewer sessions",
             specs.len()
         )));
@@ -66,8 +72,10 @@ pub async fn preflight(
                 .into(),
         );
     }
-    let ram = target.is_local().then(host_ram_bytes).flatten();
+    let direct_io = info.direct_io;
+    let ram = (target.is_local() && !direct_io).then(host_ram_bytes).flatten();
     warnings.extend(judge_size(plan.table_bytes(), info.shared_buffers_bytes, ram).warnings);
+    let data_path = data_path(&client, plan.tablespace.as_deref()).await?;
 
     let used: BTreeSet<&str> = specs.iter().map(|s| s.schema.as_str()).collect();
     let environment = Environment {
@@ -91,7 +99,28 @@ pub async fn preflight(
         info,
         environment,
         warnings,
+        data_path,
+        direct_io,
     })
+}
+
+/// The tablespace's location, or the data directory (pg_settings shows it only to roles
+/// with pg_read_all_settings or superuser).
+async fn data_path(client: &Client, tablespace: Option<&str>) -> Result<Option<std::path::PathBuf>> {
+    let row = match tablespace {
+        Some(ts) => client
+            .query_opt(sql::TABLESPACE_LOCATION, &[&ts])
+            .await
+            .map_err(|e| PgError::from_db("reading the tablespace location", &e))?,
+        None => client
+            .query_opt(sql::DATA_DIRECTORY, &[])
+            .await
+            .map_err(|e| PgError::from_db("reading the data directory", &e))?,
+    };
+    Ok(row
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from))
 }
 
 /// Refuses a data set that `check` would reject on its marks or catalog (a usage error, exit

@@ -118,12 +118,18 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
             measured.push(("IO:DataFileWrite", c("io.fg_writes"), c("io.fg_write_time")));
         }
     }
+    // 17 renamed the WAL wait events (WALWrite -> WalWrite, WALSync -> WalSync).
+    let (wal_write, wal_sync) = if major >= 17 {
+        ("IO:WalWrite", "IO:WalSync")
+    } else {
+        ("IO:WALWrite", "IO:WALSync")
+    };
     if major >= 18 {
-        measured.push(("IO:WALWrite", c("io.wal_writes"), c("io.wal_write_time")));
-        measured.push(("IO:WALSync", c("io.wal_fsyncs"), c("io.wal_fsync_time")));
+        measured.push((wal_write, c("io.wal_writes"), c("io.wal_write_time")));
+        measured.push((wal_sync, c("io.wal_fsyncs"), c("io.wal_fsync_time")));
     } else if major >= 14 {
-        measured.push(("IO:WALWrite", c("wal.wal_write"), c("wal.wal_write_time")));
-        measured.push(("IO:WALSync", c("wal.wal_sync"), c("wal.wal_sync_time")));
+        measured.push((wal_write, c("wal.wal_write"), c("wal.wal_write_time")));
+        measured.push((wal_sync, c("wal.wal_sync"), c("wal.wal_sync_time")));
     }
     let mut fg: Vec<WaitRow> = Vec::new();
     for (event, waits, time_ms) in measured {

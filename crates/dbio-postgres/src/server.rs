@@ -19,6 +19,8 @@ pub struct ServerInfo {
     /// May this role create schemas in the database?
     pub can_create: bool,
     pub track_io_timing: bool,
+    /// debug_io_direct includes `data` (16+): data-file reads bypass the OS page cache.
+    pub direct_io: bool,
 }
 
 impl ServerInfo {
@@ -34,6 +36,7 @@ pub async fn server_info(client: &Client) -> Result<ServerInfo> {
         .map_err(|e| PgError::from_db("reading the server's version and settings", &e))?;
     let bytes: i64 = row.get(3);
     let track: String = row.get(8);
+    let direct: String = row.get(9);
     Ok(ServerInfo {
         version_num: row.get(0),
         version: row.get(1),
@@ -44,5 +47,6 @@ pub async fn server_info(client: &Client) -> Result<ServerInfo> {
         user: row.get(6),
         can_create: row.get(7),
         track_io_timing: track == "on",
+        direct_io: direct.split(',').any(|x| x.trim().eq_ignore_ascii_case("data")),
     })
 }

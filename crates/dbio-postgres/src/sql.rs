@@ -104,7 +104,8 @@ pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int
      current_setting('server_version'), current_setting('block_size')::bigint, \
      pg_size_bytes(current_setting('shared_buffers')), \
      (SELECT rolsuper FROM pg_roles WHERE rolname = current_user), current_database(), current_user, \
-     has_database_privilege(current_database(), 'CREATE'), current_setting('track_io_timing')";
+     has_database_privilege(current_database(), 'CREATE'), current_setting('track_io_timing'), \
+     coalesce(current_setting('debug_io_direct', true), '')";
 
 /// Schemas by name with their comments (NULL comment = no comment).
 pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
@@ -204,6 +205,10 @@ pub const SETTING_NAMES: &[&str] = &[
     "checkpoint_timeout",
     "max_wal_size",
 ];
+
+pub const DATA_DIRECTORY: &str = "SELECT setting FROM pg_settings WHERE name = 'data_directory'";
+
+pub const TABLESPACE_LOCATION: &str = "SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname = $1";
 
 /// Connections the role may still open: max_connections minus reserved and in-use slots.
 pub const FREE_CONNECTIONS: &str = "SELECT current_setting('max_connections')::int      - current_setting('superuser_reserved_connections')::int      - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int";
