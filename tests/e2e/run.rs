@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, stderr};
+use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, read_result, stderr};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -27,11 +27,6 @@ fn loaded() -> TestCluster {
         0,
     );
     pg
-}
-
-fn read_result(dir: &std::path::Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("result.json")).expect("result.json written");
-    serde_json::from_str(&text).expect("result.json is JSON")
 }
 
 fn n(v: &Value, path: &[&str]) -> u64 {

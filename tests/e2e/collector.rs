@@ -1,0 +1,292 @@
+//! The collector against real servers, on the system PostgreSQL (15 here) and on 17: its
+//! figures against the test's own reading of the same views, the warnings that keep them
+//! honest, the sampler, and the device statistics.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use dbio_tests::{TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result};
+use serde_json::Value;
+
+const SCALE: &str = "4000blocks";
+
+fn setup(pg: &TestCluster, schemas: &str, scale: &str) {
+    let dsn = pg.dsn();
+    assert_exit(&dbio(&["setup", "--dsn", &dsn, "--schemas", schemas, "--scale", scale, "-q"]), 0);
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
+}
+
+fn warnings(r: &Value) -> Vec<String> {
+    r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Reads and read time as the test reads them itself: pg_stat_database before 16,
+/// pg_stat_io (foreground backends, relation) from 16, as the collector documents.
+async fn own_reads(c: &tokio_postgres::Client, major: u32) -> (f64, f64) {
+    let q = if major >= 16 {
+        "SELECT sum(reads)::float8, sum(read_time)::float8 FROM pg_stat_io \
+         WHERE object = 'relation' AND backend_type IN ('client backend', 'background worker')"
+    } else {
+        "SELECT blks_read::float8, blk_read_time::float8 FROM pg_stat_database WHERE datname = current_database()"
+    };
+    let r = c.query_one(q, &[]).await.unwrap();
+    (r.get(0), r.get(1))
+}
+
+/// A cold-read run: the result's read IOPS and latency against the test's own reading of the
+/// same view around the run, within 5%. Reads are made physical by dropping the page cache
+/// (system PostgreSQL, root) or by direct I/O (17).
+async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
+    setup(&pg, "2", SCALE);
+    let c = pg.client().await;
+    let dsn = pg.dsn();
+    let out_dir = tempfile::tempdir().unwrap();
+    let before = own_reads(&c, pg.major()).await;
+    let mut args = vec![
+        "run", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE, "--readers", "2", "--run-time", "4s", "-q", "--out",
+        out_dir.path().to_str().unwrap(),
+    ];
+    if drop_caches {
+        args.push("--drop-caches");
+    }
+    assert_exit(&dbio(&args), 0);
+    let after = own_reads(&c, pg.major()).await;
+    let r = read_result(out_dir.path());
+    let secs = f(&r, &["db", "seconds"]);
+    let reads = f(&r, &["db", "read_iops"]) * secs;
+    let own = after.0 - before.0;
+    assert!(own > 1000.0, "too few reads to compare: {own}");
+    assert!((reads - own).abs() <= 0.05 * own, "dbio counted {reads} reads, the view {own}");
+    let latency = f(&r, &["db", "avg_read_latency_us"]);
+    let own_latency = 1000.0 * (after.1 - before.1) / own;
+    assert!(
+        (latency - own_latency).abs() <= 0.05 * own_latency,
+        "dbio {latency} µs, the view {own_latency} µs"
+    );
+    assert_eq!(r["db"]["valid"], true);
+    // The sampler saw the sessions read, and nothing but dbio's sessions in the foreground.
+    let fg = r["waits"]["foreground"].as_array().unwrap();
+    let read_row = fg.iter().find(|w| w["event"] == "IO:DataFileRead").expect("a DataFileRead row");
+    assert!(read_row["samples"].as_u64().unwrap() > 0, "{read_row}");
+    assert_eq!(read_row["measured"], true);
+    // Device statistics for a local cluster: physical reads were seen.
+    let device = &r["device"];
+    assert!(device.is_object(), "device statistics for a local scratch cluster: {r}");
+    assert!(f(device, &["reads_per_s"]) > 0.0);
+    let expected_control = if drop_caches { "dropped page cache" } else { "debug_io_direct=data" };
+    assert_eq!(device["cache_control"], expected_control);
+    let report = std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap();
+    for needle in ["Load profile", "Top foreground events", "IO:DataFileRead", "Run | Event | Waits | Time(s) | Latency(µs) | IOPS"] {
+        assert!(report.contains(needle), "report.txt lacks {needle}:\n{report}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_reads_agree_with_pg_stat_database_on_the_system_postgres() {
+    if !is_root() {
+        eprintln!("skipped: dropping the page cache needs root");
+        return;
+    }
+    cold_read_agrees(TestCluster::start(16), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_reads_agree_with_pg_stat_io_on_postgres_17() {
+    let Some(pg) = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]) else { return };
+    assert_eq!(pg.major(), 17);
+    cold_read_agrees(pg, false).await;
+}
+
+/// Every session's work is counted: the collector's own delta of dbio's tables against the
+/// client's operations.
+async fn sessions_work_is_counted(pg: TestCluster) {
+    setup(&pg, "2", "1000blocks");
+    let dsn = pg.dsn();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = dbio(&[
+        "run", "--dsn", &dsn, "--schemas", "2", "--scale", "1000blocks", "--readers", "2", "--writers", "2",
+        "--work-loop", "100", "-q", "--out", out_dir.path().to_str().unwrap(),
+    ]);
+    assert_exit(&out, 0);
+    let r = read_result(out_dir.path());
+    let ops = f(&r, &["client", "ops"]);
+    assert_eq!(ops, 400.0);
+    let scans = f(&r, &["db", "dbio_tables", "idx_scan"]);
+    assert!(scans >= ops && scans <= ops + 4.0, "idx_scan {scans} vs {ops} operations");
+    assert_eq!(f(&r, &["db", "dbio_tables", "n_tup_upd"]), f(&r, &["client", "update", "rows"]));
+    assert!(f(&r, &["db", "commits_per_s"]) > 0.0);
+    assert!(f(&r, &["db", "wal_bytes_per_s"]) > 0.0, "updates write WAL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sessions_work_is_counted_on_the_system_postgres() {
+    sessions_work_is_counted(TestCluster::start(16)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sessions_work_is_counted_on_postgres_17() {
+    let Some(pg) = TestCluster::start_pg17(16, &[]) else { return };
+    sessions_work_is_counted(pg).await;
+}
+
+/// A CHECKPOINT forced inside the window is reported; a session in another database doing
+/// its own waiting stays out of the wait profile.
+async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
+    setup(&pg, "1", "1000blocks");
+    let c = pg.client().await;
+    c.batch_execute("CREATE DATABASE other").await.unwrap();
+    let dsn = pg.dsn();
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(dbio_bin())
+        .args([
+            "run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--readers", "1", "--writers", "1",
+            "--run-time", "4s", "--sample-period", "20ms", "-q", "--out", out_dir.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A session in another database, sleeping in a visible wait for the whole run.
+    let mut other = tokio_postgres::Config::new();
+    other
+        .host("127.0.0.1")
+        .port(pg.cluster.state.port)
+        .user("postgres")
+        .dbname("other")
+        .application_name("dbio-reader-99");
+    let (oc, conn) = other.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let sleeper = tokio::spawn(async move { oc.batch_execute("SELECT pg_sleep(6)").await });
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    c.batch_execute("CHECKPOINT").await.unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let _ = sleeper.await;
+    let r = read_result(out_dir.path());
+    assert!(f(&r, &["db", "checkpoints"]) >= 1.0, "{}", r["db"]);
+    assert!(
+        warnings(&r).iter().any(|w| w.contains("checkpoint(s) ran inside the window")),
+        "{:?}",
+        warnings(&r)
+    );
+    let all: Vec<&Value> = r["waits"]["foreground"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["waits"]["background"].as_array().unwrap())
+        .collect();
+    assert!(
+        all.iter().all(|w| w["event"] != "Timeout:PgSleep"),
+        "a session of another database was sampled: {all:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_in_window_is_flagged_on_the_system_postgres() {
+    checkpoint_is_flagged_and_other_databases_ignored(TestCluster::start(16)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_in_window_is_flagged_on_postgres_17() {
+    let Some(pg) = TestCluster::start_pg17(16, &[]) else { return };
+    checkpoint_is_flagged_and_other_databases_ignored(pg).await;
+}
+
+/// track_io_timing off and a role that may not turn it on: latency is null, with the
+/// warning that says how to fix it.
+async fn latency_null_without_io_timing(pg: TestCluster) {
+    setup(&pg, "1", "1000blocks");
+    let c = pg.client().await;
+    c.batch_execute(
+        "CREATE ROLE bench LOGIN; GRANT USAGE ON SCHEMA user1 TO bench; GRANT SELECT, UPDATE ON user1.cf1 TO bench",
+    )
+    .await
+    .unwrap();
+    let dsn = format!("host=127.0.0.1 port={} user=bench dbname=postgres", pg.cluster.state.port);
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = dbio(&[
+        "run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--readers", "1", "--run-time", "2s", "-q",
+        "--out", out_dir.path().to_str().unwrap(),
+    ]);
+    assert_exit(&out, 0);
+    let r = read_result(out_dir.path());
+    assert!(r["db"]["avg_read_latency_us"].is_null(), "{}", r["db"]);
+    let w = warnings(&r);
+    assert!(
+        w.iter().any(|x| x.contains("latency is null") && x.contains("track_io_timing")),
+        "{w:?}"
+    );
+    assert!(w.iter().any(|x| x.contains("track_io_timing is off")), "{w:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_is_null_without_io_timing_on_the_system_postgres() {
+    latency_null_without_io_timing(TestCluster::start_with(16, None, &[("track_io_timing", "off")])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_is_null_without_io_timing_on_postgres_17() {
+    let Some(pg) = TestCluster::start_pg17(16, &[("track_io_timing", "off")]) else { return };
+    latency_null_without_io_timing(pg).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_run_is_flagged() {
+    // 1,000 blocks fit in 16 MB of shared_buffers: after a first pass every read is a hit.
+    let pg = TestCluster::start(16);
+    setup(&pg, "1", "1000blocks");
+    let dsn = pg.dsn();
+    let args = |dir: &str| {
+        vec![
+            "run".to_string(), "--dsn".into(), dsn.clone(), "--schemas".into(), "1".into(), "--scale".into(),
+            "1000blocks".into(), "--readers".into(), "2".into(), "--run-time".into(), "2s".into(), "-q".into(),
+            "--out".into(), dir.to_string(),
+        ]
+    };
+    let warm = tempfile::tempdir().unwrap();
+    let a = args(warm.path().to_str().unwrap());
+    assert_exit(&dbio(&a.iter().map(String::as_str).collect::<Vec<_>>()), 0);
+    let out_dir = tempfile::tempdir().unwrap();
+    let a = args(out_dir.path().to_str().unwrap());
+    assert_exit(&dbio(&a.iter().map(String::as_str).collect::<Vec<_>>()), 0);
+    let r = read_result(out_dir.path());
+    assert!(f(&r, &["db", "buffer_hit_ratio"]) >= 0.99, "{}", r["db"]);
+    assert!(
+        warnings(&r).iter().any(|w| w.contains("served from shared_buffers")),
+        "{:?}",
+        warnings(&r)
+    );
+    assert!(r["device"].is_object(), "device reads are reported for a local cluster");
+}
+
+#[test]
+fn the_schema_rejects_a_result_that_breaks_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let pg = TestCluster::start(16);
+    setup(&pg, "1", "1000blocks");
+    let dsn = pg.dsn();
+    assert_exit(
+        &dbio(&["run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--work-loop", "10", "-q", "--out", dir.path().to_str().unwrap()]),
+        0,
+    );
+    let good = read_result(dir.path());
+    let mut bad = good.clone();
+    bad["status"] = Value::from("fine");
+    let caught = std::panic::catch_unwind(|| assert_valid_result(&bad));
+    assert!(caught.is_err(), "a bad status must fail validation");
+    let mut bad = good;
+    bad["client"]["read"]["count"] = Value::from(-1);
+    assert!(std::panic::catch_unwind(|| assert_valid_result(&bad)).is_err());
+}
