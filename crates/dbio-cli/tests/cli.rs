@@ -95,3 +95,26 @@ fn every_command_explains_its_options() {
         assert!(setup.contains(flag), "setup --help lacks {flag}");
     }
 }
+
+#[test]
+fn report_refuses_malformed_truncated_and_future_results_with_exit_2() {
+    let cases = [
+        ("{\"format\": 1, \"status\": \"ok\"", "invalid JSON"),
+        ("{\"format\": 99}", "newer than this dbio"),
+        ("{\"status\": \"ok\"}", "no \"format\""),
+        (
+            "{\"format\": 1, \"status\": \"ok\"}",
+            "not a valid dbio result",
+        ),
+    ];
+    for (text, needle) in cases {
+        let f = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        let out = dbio(&["report", f.path().to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(err(&out).contains(needle), "{text}: {}", err(&out));
+    }
+    let out = dbio(&["report", "/nonexistent/result.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err(&out).contains("cannot read it"), "{}", err(&out));
+}

@@ -154,11 +154,17 @@ pub fn cache_warnings(db: &DbMetrics, device: Option<&DeviceMetrics>) -> Vec<Str
         && ratio < MIN_PHYSICAL_RATIO
     {
         let dev = device.map(|d| d.reads_per_s).unwrap_or(0.0);
+        let advice = if device.is_some_and(|d| d.cache_control == "dropped page cache") {
+            "The page cache was dropped before the window, but the data set was read back into it \
+             during the run: make it larger than RAM, or on PostgreSQL 16+ start the server with \
+             debug_io_direct=data"
+        } else {
+            "Use --drop-caches (root, server on this host), a data set larger than RAM, or on \
+             PostgreSQL 16+ a server started with debug_io_direct=data"
+        };
         w.push(format!(
             "only {:.0}% of the database's reads reached the device ({:.0} database reads/s, {:.0} device reads/s): \
-             the OS page cache served the rest, so read IOPS and latency describe memory, not storage. \
-             Use --drop-caches (root, server on this host), a data set larger than RAM, or on PostgreSQL 16+ \
-             a server started with debug_io_direct=data",
+             the OS page cache served the rest, so read IOPS and latency describe memory, not storage. {advice}",
             100.0 * ratio,
             db.read_iops,
             dev

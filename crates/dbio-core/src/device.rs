@@ -97,7 +97,8 @@ pub fn device_metrics(
         seconds,
         reads_per_s: rate(reads),
         writes_per_s: rate(writes),
-        read_kib_per_op: (reads > 0.0).then(|| d(after.sectors_read, before.sectors_read) * 512.0 / 1024.0 / reads),
+        read_kib_per_op: (reads > 0.0)
+            .then(|| d(after.sectors_read, before.sectors_read) * 512.0 / 1024.0 / reads),
         avg_read_wait_ms: (reads > 0.0).then(|| d(after.ms_reading, before.ms_reading) / reads),
         avg_write_wait_ms: (writes > 0.0).then(|| d(after.ms_writing, before.ms_writing) / writes),
         physical_read_ratio: db_reads.filter(|r| *r > 0.0).map(|r| reads / r),
@@ -110,8 +111,9 @@ pub fn device_metrics(
 pub fn drop_page_cache() -> Result<(), String> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
-        .map_err(|e| format!("cannot drop the page cache ({e}); --drop-caches needs root on the server's host"))
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
+        format!("cannot drop the page cache ({e}); --drop-caches needs root on the server's host")
+    })
 }
 
 #[cfg(test)]
@@ -164,13 +166,25 @@ mod tests {
             ms_writing: 20,
             ..DiskCounters::default()
         };
-        let m = device_metrics(&dev, Path::new("/data"), before, after, 10.0, Some(4000.0), "none");
+        let m = device_metrics(
+            &dev,
+            Path::new("/data"),
+            before,
+            after,
+            10.0,
+            Some(4000.0),
+            "none",
+        );
         assert_eq!(m.reads_per_s, 200.0);
         assert_eq!(m.read_kib_per_op, Some(8.0));
         assert_eq!(m.avg_read_wait_ms, Some(0.5));
         assert_eq!(m.avg_write_wait_ms, Some(2.0));
         assert_eq!(m.physical_read_ratio, Some(0.5));
-        assert_eq!(device_metrics(&dev, Path::new("/"), before, before, 1.0, Some(0.0), "none").physical_read_ratio, None);
+        assert_eq!(
+            device_metrics(&dev, Path::new("/"), before, before, 1.0, Some(0.0), "none")
+                .physical_read_ratio,
+            None
+        );
     }
 
     #[test]

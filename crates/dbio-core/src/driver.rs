@@ -632,7 +632,13 @@ impl<S: Session> Runner<S> {
 }
 
 /// Records an operation's error; true when the session must stop.
-fn on_op_error(outcome: &mut SessionOutcome, ctx: &SessionCtx, kind: OpKind, e: &OpError, at_s: f64) -> bool {
+fn on_op_error(
+    outcome: &mut SessionOutcome,
+    ctx: &SessionCtx,
+    kind: OpKind,
+    e: &OpError,
+    at_s: f64,
+) -> bool {
     if outcome.first_error.is_none() {
         outcome.first_error = Some(SessionError {
             at_s,
@@ -661,7 +667,12 @@ fn on_op_error(outcome: &mut SessionOutcome, ctx: &SessionCtx, kind: OpKind, e: 
     false
 }
 
-async fn session_loop<S: Session>(session: S, spec: SessionSpec, ops: OpStream, ctx: SessionCtx) -> SessionOutcome {
+async fn session_loop<S: Session>(
+    session: S,
+    spec: SessionSpec,
+    ops: OpStream,
+    ctx: SessionCtx,
+) -> SessionOutcome {
     let mut outcome = SessionOutcome {
         spec: spec.clone(),
         start: None,
@@ -693,7 +704,9 @@ async fn session_loop<S: Session>(session: S, spec: SessionSpec, ops: OpStream, 
     if !ctx.warmup.is_zero() {
         let warm_end = go + ctx.warmup;
         while !ctx.shared.stopped() && Instant::now() < warm_end {
-            let Some(done) = runner.next().await else { break };
+            let Some(done) = runner.next().await else {
+                break;
+            };
             if let Err(e) = &done.result {
                 if ctx.shared.stopped() {
                     break;
@@ -729,10 +742,14 @@ async fn session_loop<S: Session>(session: S, spec: SessionSpec, ops: OpStream, 
             break;
         }
         let now = Instant::now();
-        if timeline.end.is_some_and(|end| now >= end) || timeline.loops.is_some_and(|l| measured >= l) {
+        if timeline.end.is_some_and(|end| now >= end)
+            || timeline.loops.is_some_and(|l| measured >= l)
+        {
             break;
         }
-        let Some(done) = runner.next().await else { continue };
+        let Some(done) = runner.next().await else {
+            continue;
+        };
         let k = done.kind.index();
         match done.result {
             Ok(rows) => {
@@ -754,7 +771,13 @@ async fn session_loop<S: Session>(session: S, spec: SessionSpec, ops: OpStream, 
                 outcome.errors[k] += 1;
                 ctx.live.errors.fetch_add(1, Ordering::Relaxed);
                 measured += 1;
-                if on_op_error(&mut outcome, &ctx, done.kind, &e, timeline.offset_s(done.t1)) {
+                if on_op_error(
+                    &mut outcome,
+                    &ctx,
+                    done.kind,
+                    &e,
+                    timeline.offset_s(done.t1),
+                ) {
                     break;
                 }
             }
@@ -998,10 +1021,16 @@ mod tests {
         c.warmup = Duration::from_millis(100);
         let called = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&called);
-        let out = drive(fakes(2, None), &c, std::future::pending(), |_| {}, move || async move {
-            flag.store(true, Ordering::SeqCst);
-            Ok(())
-        })
+        let out = drive(
+            fakes(2, None),
+            &c,
+            std::future::pending(),
+            |_| {},
+            move || async move {
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            },
+        )
         .await;
         assert!(called.load(Ordering::SeqCst));
         assert_eq!(out.status, RunStatus::Ok);
@@ -1010,12 +1039,20 @@ mod tests {
             assert_eq!(s.ops[0], 10, "warm-up operations are not counted");
         }
 
-        let out = drive(fakes(2, None), &c, std::future::pending(), |_| {}, || async {
-            Err("snapshot failed: permission denied".to_string())
-        })
+        let out = drive(
+            fakes(2, None),
+            &c,
+            std::future::pending(),
+            |_| {},
+            || async { Err("snapshot failed: permission denied".to_string()) },
+        )
         .await;
         assert_eq!(out.status, RunStatus::Failed);
         assert!(out.error.unwrap_or_default().contains("snapshot failed"));
-        assert_eq!(out.sessions.iter().map(|s| s.ops[0]).sum::<u64>(), 0, "nothing measured");
+        assert_eq!(
+            out.sessions.iter().map(|s| s.ops[0]).sum::<u64>(),
+            0,
+            "nothing measured"
+        );
     }
 }

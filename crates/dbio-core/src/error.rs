@@ -9,6 +9,10 @@ pub enum CoreError {
     #[error("config {}: {message}", path.display())]
     Config { path: PathBuf, message: String },
 
+    /// A result file that cannot be used: missing, malformed, truncated or newer.
+    #[error("result {}: {message}", path.display())]
+    Result { path: PathBuf, message: String },
+
     #[error("{key} = {value} is out of range; allowed {allowed}")]
     OutOfRange {
         key: String,

@@ -156,7 +156,8 @@ fn op_line(name: &str, m: &OpMetrics) -> String {
 }
 
 fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn db_sections(o: &mut String, r: &RunResult) {
@@ -173,24 +174,48 @@ fn db_sections(o: &mut String, r: &RunResult) {
         "Load profile (database counters over the {:.3} s window; source {}){}",
         db.seconds,
         db.source,
-        if db.valid { "" } else { "  ** INVALID: see warnings **" }
+        if db.valid {
+            ""
+        } else {
+            "  ** INVALID: see warnings **"
+        }
     );
     let rows: [(&str, String, &str); 11] = [
-        ("DB read requests", format!("{:.1}", db.read_iops), "/s (missed shared_buffers)"),
-        ("DB blocks read", format!("{:.1}", db.read_blocks_per_s), "/s"),
-        ("Avg read latency", opt(db.avg_read_latency_us, 1), "µs (database-timed)"),
+        (
+            "DB read requests",
+            format!("{:.1}", db.read_iops),
+            "/s (missed shared_buffers)",
+        ),
+        (
+            "DB blocks read",
+            format!("{:.1}", db.read_blocks_per_s),
+            "/s",
+        ),
+        (
+            "Avg read latency",
+            opt(db.avg_read_latency_us, 1),
+            "µs (database-timed)",
+        ),
         ("Buffer hits", format!("{:.1}", db.buffer_hits_per_s), "/s"),
         (
             "Buffer hit ratio",
             opt(db.buffer_hit_ratio.map(|h| 100.0 * h), 2),
             "% (shared_buffers only)",
         ),
-        ("Data-file writes", format!("{:.1}", db.write_iops), "blocks/s"),
+        (
+            "Data-file writes",
+            format!("{:.1}", db.write_iops),
+            "blocks/s",
+        ),
         ("WAL", opt(db.wal_bytes_per_s, 0), "bytes/s"),
         ("WAL writes", opt(db.wal_writes_per_s, 1), "/s"),
         ("WAL syncs", opt(db.wal_syncs_per_s, 1), "/s"),
         ("Commits", format!("{:.1}", db.commits_per_s), "/s"),
-        ("Operations (client)", format!("{:.1}", r.client.ops_per_s), "/s"),
+        (
+            "Operations (client)",
+            format!("{:.1}", r.client.ops_per_s),
+            "/s",
+        ),
     ];
     for (name, value, unit) in rows {
         let _ = writeln!(o, "  {name:<22} {value:>14} {unit}");
@@ -200,7 +225,11 @@ fn db_sections(o: &mut String, r: &RunResult) {
         "  {:<22} {:>14} s{}; checkpoints in window {}; autovacuum {} / autoanalyze {} on dbio's tables",
         "DB time",
         opt(db.db_time_s, 2),
-        if db.db_time_s.is_some() { " (pg_stat_database.active_time)" } else { "" },
+        if db.db_time_s.is_some() {
+            " (pg_stat_database.active_time)"
+        } else {
+            ""
+        },
         db.checkpoints,
         db.autovacuum_runs,
         db.autoanalyze_runs
@@ -281,10 +310,91 @@ fn wait_table(o: &mut String, rows: &[WaitRow]) {
             o,
             "  {:<28} {:>12} {:>10.2} {:>14} {:>10}",
             r.event,
-            r.waits.map(|w| w.to_string()).unwrap_or_else(|| "est.".into()),
+            r.waits
+                .map(|w| w.to_string())
+                .unwrap_or_else(|| "est.".into()),
             r.time_s,
             opt(r.avg_us, 1),
             opt(r.pct_db_time, 1)
         );
+    }
+}
+
+/// The one-line summary of a run (the awr_info habit), as (column, value) pairs: what
+/// `dbio report --format csv` prints and a ramp's table is made of.
+pub fn summary_row(r: &RunResult) -> Vec<(&'static str, String)> {
+    let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+    let int = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let readers = r
+        .sessions
+        .iter()
+        .filter(|s| s.spec.name.starts_with("dbio-reader"))
+        .count();
+    let lat = r.client.read.latency_us.as_ref();
+    let top_wait = r
+        .waits
+        .as_ref()
+        .and_then(|w| w.foreground.first())
+        .map(|w| w.event.clone())
+        .unwrap_or_default();
+    vec![
+        ("label", r.label.clone().unwrap_or_default()),
+        ("status", format!("{:?}", r.status).to_lowercase()),
+        ("start_utc", r.window.start.to_rfc3339()),
+        ("readers", readers.to_string()),
+        ("writers", (r.sessions.len() - readers).to_string()),
+        ("elapsed_s", format!("{:.3}", r.window.measured_s)),
+        ("client_ops_per_s", format!("{:.1}", r.client.ops_per_s)),
+        ("client_read_p50_us", int(lat.map(|l| l.p50))),
+        ("client_read_p99_us", int(lat.map(|l| l.p99))),
+        ("db_read_iops", f1(r.db.as_ref().map(|d| d.read_iops))),
+        ("db_write_iops", f1(r.db.as_ref().map(|d| d.write_iops))),
+        (
+            "db_avg_read_latency_us",
+            f1(r.db.as_ref().and_then(|d| d.avg_read_latency_us)),
+        ),
+        (
+            "device_read_iops",
+            f1(r.device.as_ref().map(|d| d.reads_per_s)),
+        ),
+        (
+            "physical_read_ratio",
+            r.device
+                .as_ref()
+                .and_then(|d| d.physical_read_ratio)
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_default(),
+        ),
+        ("top_wait", top_wait),
+        ("warnings", r.warnings.len().to_string()),
+    ]
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
+pub fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// Header and one row.
+pub fn render_csv(r: &RunResult) -> String {
+    let row = summary_row(r);
+    let header: Vec<&str> = row.iter().map(|(k, _)| *k).collect();
+    let values: Vec<String> = row.iter().map(|(_, v)| csv_field(v)).collect();
+    format!("{}\n{}\n", header.join(","), values.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
     }
 }

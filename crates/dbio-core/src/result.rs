@@ -216,14 +216,12 @@ impl RunResult {
 
     /// Reads a result document; a malformed, truncated or newer one is a clear error.
     pub fn read_json(path: &Path) -> Result<RunResult, CoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        let bad = |message: String| CoreError::Config {
+        let bad = |message: String| CoreError::Result {
             path: path.to_path_buf(),
             message,
         };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
         match value.get("format").and_then(|f| f.as_u64()) {

@@ -154,13 +154,20 @@ pub async fn take_snapshot(client: &Client, major: i32, schemas: &[String]) -> R
     if major >= 15 {
         begin.push_str("; SET LOCAL stats_fetch_consistency = snapshot");
     }
-    client.batch_execute(&begin).await.map_err(|e| PgError::from_db(ctx, &e))?;
+    client
+        .batch_execute(&begin)
+        .await
+        .map_err(|e| PgError::from_db(ctx, &e))?;
     let mut snap = Snapshot {
         major,
         ..Snapshot::default()
     };
     for q in snapshot_queries(major) {
-        let params: Vec<&(dyn ToSql + Sync)> = if q.contains("$1") { vec![&schemas] } else { vec![] };
+        let params: Vec<&(dyn ToSql + Sync)> = if q.contains("$1") {
+            vec![&schemas]
+        } else {
+            vec![]
+        };
         let rows = match client.query(q, &params).await {
             Ok(rows) => rows,
             Err(e) => {
@@ -180,7 +187,10 @@ pub async fn take_snapshot(client: &Client, major: i32, schemas: &[String]) -> R
             }
         }
     }
-    client.batch_execute("COMMIT").await.map_err(|e| PgError::from_db(ctx, &e))?;
+    client
+        .batch_execute("COMMIT")
+        .await
+        .map_err(|e| PgError::from_db(ctx, &e))?;
     Ok(snap)
 }
 
@@ -194,7 +204,14 @@ pub enum IoTiming {
 }
 
 /// Turns two snapshots into the window's figures.
-pub fn metrics(before: &Snapshot, after: &Snapshot, seconds: f64, block_size: u64, timing: IoTiming, user: &str) -> DbMetrics {
+pub fn metrics(
+    before: &Snapshot,
+    after: &Snapshot,
+    seconds: f64,
+    block_size: u64,
+    timing: IoTiming,
+    user: &str,
+) -> DbMetrics {
     let mut m = DbMetrics {
         seconds,
         valid: true,
@@ -203,17 +220,21 @@ pub fn metrics(before: &Snapshot, after: &Snapshot, seconds: f64, block_size: u6
     for (view, stamp) in &before.resets {
         if after.resets.get(view) != Some(stamp) {
             m.valid = false;
-            m.invalid_reasons
-                .push(format!("{view} was reset inside the window (stats_reset changed)"));
+            m.invalid_reasons.push(format!(
+                "{view} was reset inside the window (stats_reset changed)"
+            ));
         }
     }
     for (key, b) in &before.values {
-        let Some(a) = after.values.get(key) else { continue };
+        let Some(a) = after.values.get(key) else {
+            continue;
+        };
         let d = a - b;
         if d < 0.0 {
             m.valid = false;
-            m.invalid_reasons
-                .push(format!("{key} went backwards ({b} -> {a}): a reset or a crash inside the window"));
+            m.invalid_reasons.push(format!(
+                "{key} went backwards ({b} -> {a}): a reset or a crash inside the window"
+            ));
         }
         m.counters.insert(key.clone(), d.max(0.0));
     }
@@ -250,7 +271,9 @@ pub fn metrics(before: &Snapshot, after: &Snapshot, seconds: f64, block_size: u6
     m.write_iops = if major >= 16 {
         rate(d("io.writes"))
     } else {
-        rate(d("ckpt.buffers_written") + d("bgwriter.buffers_clean") + d("bgwriter.buffers_backend"))
+        rate(
+            d("ckpt.buffers_written") + d("bgwriter.buffers_clean") + d("bgwriter.buffers_backend"),
+        )
     };
     let (hits, misses) = (d("db.blks_hit"), d("db.blks_read"));
     m.buffer_hits_per_s = rate(hits);
@@ -264,7 +287,8 @@ pub fn metrics(before: &Snapshot, after: &Snapshot, seconds: f64, block_size: u6
     m.commits_per_s = rate(d("db.xact_commit"));
     // A requested checkpoint (CHECKPOINT, a full WAL) always runs. Timed ones are skipped on
     // an idle server, and 17 counts the skipped ones too, so they count only when they wrote.
-    let wrote = d("ckpt.buffers_written") > 0.0 || d("ckpt.write_time") > 0.0 || d("ckpt.sync_time") > 0.0;
+    let wrote =
+        d("ckpt.buffers_written") > 0.0 || d("ckpt.write_time") > 0.0 || d("ckpt.sync_time") > 0.0;
     m.checkpoints = match c("ckpt.done") {
         Some(done) => done,
         None => d("ckpt.requested") + if wrote { d("ckpt.timed") } else { 0.0 },
@@ -356,7 +380,9 @@ impl WindowCollector {
         let client = target.connect("dbio-collector").await?;
         let mut notes = Vec::new();
         let device = if !target.is_local() {
-            notes.push("device statistics need the server on this host; the target is remote".to_string());
+            notes.push(
+                "device statistics need the server on this host; the target is remote".to_string(),
+            );
             None
         } else {
             match &opts.data_path {
@@ -411,7 +437,10 @@ impl WindowCollector {
         let snap = take_snapshot(&self.client, self.major, &self.schemas)
             .await
             .map_err(|e| e.to_string())?;
-        let disk = self.device.as_ref().and_then(|(d, _)| device::read_counters(d));
+        let disk = self
+            .device
+            .as_ref()
+            .and_then(|(d, _)| device::read_counters(d));
         let sampler = Sampler::start(&self.target, self.sample_period)
             .await
             .map_err(|e| e.to_string())?;
@@ -427,8 +456,10 @@ impl WindowCollector {
             ..Collected::default()
         };
         let Some((before, disk_before, sampler)) = self.started else {
-            out.warnings
-                .push("database statistics were not collected: the run stopped before its window opened".into());
+            out.warnings.push(
+                "database statistics were not collected: the run stopped before its window opened"
+                    .into(),
+            );
             return out;
         };
         if self.major < 15 {
@@ -440,12 +471,20 @@ impl WindowCollector {
         let after = match take_snapshot(&self.client, self.major, &self.schemas).await {
             Ok(s) => s,
             Err(e) => {
-                out.warnings
-                    .push(format!("database statistics could not be read after the run: {e}"));
+                out.warnings.push(format!(
+                    "database statistics could not be read after the run: {e}"
+                ));
                 return out;
             }
         };
-        let m = metrics(&before, &after, window_s, self.block_size, self.timing, &self.target.user);
+        let m = metrics(
+            &before,
+            &after,
+            window_s,
+            self.block_size,
+            self.timing,
+            &self.target.user,
+        );
         out.warnings.extend(warnings(&m));
         if let (Some((dev, path)), Some(b)) = (&self.device, disk_before)
             && let Some(a) = device::read_counters(dev)
@@ -462,8 +501,11 @@ impl WindowCollector {
         }
         out.warnings.extend(cache_warnings(&m, out.device.as_ref()));
         if samples.errors > 0 {
-            out.warnings
-                .push(format!("{} wait samples failed (of {})", samples.errors, samples.errors + samples.samples));
+            out.warnings.push(format!(
+                "{} wait samples failed (of {})",
+                samples.errors,
+                samples.errors + samples.samples
+            ));
         }
         out.waits = Some(sampler::wait_profile(&samples, &m, window_s, self.major));
         out.db = Some(m);
@@ -479,27 +521,57 @@ mod tests {
         Snapshot {
             major,
             values: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            resets: BTreeMap::from([("pg_stat_database".to_string(), "2026-11-30 10:00:00+00".to_string())]),
+            resets: BTreeMap::from([(
+                "pg_stat_database".to_string(),
+                "2026-11-30 10:00:00+00".to_string(),
+            )]),
         }
     }
 
     #[test]
     fn queries_follow_the_version() {
         let q15 = snapshot_queries(15).join("\n");
-        assert!(q15.contains("pg_stat_bgwriter") && q15.contains("active_time") && !q15.contains("pg_stat_io"));
+        assert!(
+            q15.contains("pg_stat_bgwriter")
+                && q15.contains("active_time")
+                && !q15.contains("pg_stat_io")
+        );
         let q13 = snapshot_queries(13).join("\n");
         assert!(q13.contains("pg_current_wal_lsn") && !q13.contains("active_time"));
         let q17 = snapshot_queries(17).join("\n");
-        assert!(q17.contains("pg_stat_checkpointer") && q17.contains("pg_stat_io") && q17.contains("wal_write"));
-        assert!(!q17.contains("buffers_backend"), "17 dropped buffers_backend");
+        assert!(
+            q17.contains("pg_stat_checkpointer")
+                && q17.contains("pg_stat_io")
+                && q17.contains("wal_write")
+        );
+        assert!(
+            !q17.contains("buffers_backend"),
+            "17 dropped buffers_backend"
+        );
         let q18 = snapshot_queries(18).join("\n");
-        assert!(q18.contains("num_done") && q18.contains("read_bytes") && !q18.contains("wal_write::"));
+        assert!(
+            q18.contains("num_done") && q18.contains("read_bytes") && !q18.contains("wal_write::")
+        );
     }
 
     #[test]
     fn pg15_reads_and_latency_come_from_pg_stat_database() {
-        let before = snap(15, &[("db.blks_read", 1000.0), ("db.blk_read_time", 100.0), ("db.blks_hit", 9000.0)]);
-        let after = snap(15, &[("db.blks_read", 21_000.0), ("db.blk_read_time", 2100.0), ("db.blks_hit", 29_000.0)]);
+        let before = snap(
+            15,
+            &[
+                ("db.blks_read", 1000.0),
+                ("db.blk_read_time", 100.0),
+                ("db.blks_hit", 9000.0),
+            ],
+        );
+        let after = snap(
+            15,
+            &[
+                ("db.blks_read", 21_000.0),
+                ("db.blk_read_time", 2100.0),
+                ("db.blks_hit", 29_000.0),
+            ],
+        );
         let m = metrics(&before, &after, 10.0, 8192, IoTiming::On, "bench");
         assert_eq!(m.read_iops, 2000.0);
         assert_eq!(m.avg_read_latency_us, Some(100.0));
@@ -516,7 +588,12 @@ mod tests {
         let m = metrics(&before, &after, 5.0, 8192, IoTiming::Off, "bench");
         assert_eq!(m.read_iops, 100.0);
         assert_eq!(m.avg_read_latency_us, None);
-        assert!(m.read_latency_note.as_deref().unwrap_or("").contains("GRANT SET ON PARAMETER track_io_timing TO bench"));
+        assert!(
+            m.read_latency_note
+                .as_deref()
+                .unwrap_or("")
+                .contains("GRANT SET ON PARAMETER track_io_timing TO bench")
+        );
         assert!(warnings(&m).iter().any(|w| w.contains("latency is null")));
     }
 
@@ -527,7 +604,9 @@ mod tests {
         let m = metrics(&before, &after, 1.0, 8192, IoTiming::On, "u");
         assert!(!m.valid && m.invalid_reasons[0].contains("went backwards"));
         after.values.insert("db.blks_read".into(), 2000.0);
-        after.resets.insert("pg_stat_database".into(), "2026-11-30 11:00:00+00".into());
+        after
+            .resets
+            .insert("pg_stat_database".into(), "2026-11-30 11:00:00+00".into());
         let m = metrics(&before, &after, 1.0, 8192, IoTiming::On, "u");
         assert!(!m.valid && m.invalid_reasons[0].contains("reset"));
         assert!(warnings(&m)[0].contains("INVALID"));
@@ -535,10 +614,34 @@ mod tests {
 
     #[test]
     fn timed_checkpoints_count_only_when_they_wrote() {
-        let before = snap(17, &[("ckpt.timed", 1.0), ("ckpt.requested", 0.0), ("ckpt.buffers_written", 0.0)]);
-        let idle = snap(17, &[("ckpt.timed", 2.0), ("ckpt.requested", 0.0), ("ckpt.buffers_written", 0.0)]);
-        assert_eq!(metrics(&before, &idle, 1.0, 8192, IoTiming::On, "u").checkpoints, 0);
-        let forced = snap(17, &[("ckpt.timed", 1.0), ("ckpt.requested", 1.0), ("ckpt.buffers_written", 0.0)]);
+        let before = snap(
+            17,
+            &[
+                ("ckpt.timed", 1.0),
+                ("ckpt.requested", 0.0),
+                ("ckpt.buffers_written", 0.0),
+            ],
+        );
+        let idle = snap(
+            17,
+            &[
+                ("ckpt.timed", 2.0),
+                ("ckpt.requested", 0.0),
+                ("ckpt.buffers_written", 0.0),
+            ],
+        );
+        assert_eq!(
+            metrics(&before, &idle, 1.0, 8192, IoTiming::On, "u").checkpoints,
+            0
+        );
+        let forced = snap(
+            17,
+            &[
+                ("ckpt.timed", 1.0),
+                ("ckpt.requested", 1.0),
+                ("ckpt.buffers_written", 0.0),
+            ],
+        );
         let m = metrics(&before, &forced, 1.0, 8192, IoTiming::On, "u");
         assert_eq!(m.checkpoints, 1);
         assert!(warnings(&m).iter().any(|w| w.contains("checkpoint")));

@@ -144,7 +144,9 @@ pub async fn setup(
     outcomes.sort_by_key(|o| schema_index(&o.schema, &plan.prefix));
     let data_bytes = plan.table_bytes();
     // With O_DIRECT reads the page cache does not serve them: RAM does not matter.
-    let ram = (target.is_local() && !info.direct_io).then(host_ram_bytes).flatten();
+    let ram = (target.is_local() && !info.direct_io)
+        .then(host_ram_bytes)
+        .flatten();
     Ok(LoadSummary {
         schemas: outcomes,
         seconds: secs(started.elapsed()),

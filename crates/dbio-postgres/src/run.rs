@@ -73,7 +73,9 @@ pub async fn preflight(
         );
     }
     let direct_io = info.direct_io;
-    let ram = (target.is_local() && !direct_io).then(host_ram_bytes).flatten();
+    let ram = (target.is_local() && !direct_io)
+        .then(host_ram_bytes)
+        .flatten();
     warnings.extend(judge_size(plan.table_bytes(), info.shared_buffers_bytes, ram).warnings);
     let data_path = data_path(&client, plan.tablespace.as_deref()).await?;
 
@@ -106,7 +108,10 @@ pub async fn preflight(
 
 /// The tablespace's location, or the data directory (pg_settings shows it only to roles
 /// with pg_read_all_settings or superuser).
-async fn data_path(client: &Client, tablespace: Option<&str>) -> Result<Option<std::path::PathBuf>> {
+async fn data_path(
+    client: &Client,
+    tablespace: Option<&str>,
+) -> Result<Option<std::path::PathBuf>> {
     let row = match tablespace {
         Some(ts) => client
             .query_opt(sql::TABLESPACE_LOCATION, &[&ts])

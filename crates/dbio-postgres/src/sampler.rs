@@ -90,7 +90,11 @@ async fn sample_loop(client: Client, period: Duration, mut stop: watch::Receiver
 /// The top-events tables: sampled time for every event (samples x achieved period), replaced
 /// by the database's own counts and times where it has them (pg-stats §7.5).
 pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> WaitProfile {
-    let p = if s.samples > 0 { window_s / s.samples as f64 } else { s.period.as_secs_f64() };
+    let p = if s.samples > 0 {
+        window_s / s.samples as f64
+    } else {
+        s.period.as_secs_f64()
+    };
     let sampled = |fg: bool| -> BTreeMap<String, u64> {
         s.counts
             .iter()
@@ -102,7 +106,10 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
     let active: u64 = fg_samples.values().sum();
     let (db_time_s, db_time_source) = match m.db_time_s {
         Some(t) => (t, "measured (pg_stat_database.active_time)".to_string()),
-        None => (active as f64 * p, "sampled (active dbio sessions x period)".to_string()),
+        None => (
+            active as f64 * p,
+            "sampled (active dbio sessions x period)".to_string(),
+        ),
     };
     let c = |k: &str| m.counters.get(k).copied();
     // Measured rows: (event, waits, time in ms).
@@ -134,7 +141,9 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
     let mut fg: Vec<WaitRow> = Vec::new();
     for (event, waits, time_ms) in measured {
         // A zero time with waits means the timing GUC was off: keep the sampled time.
-        let (Some(waits), Some(time_ms)) = (waits, time_ms) else { continue };
+        let (Some(waits), Some(time_ms)) = (waits, time_ms) else {
+            continue;
+        };
         if waits <= 0.0 || time_ms <= 0.0 {
             continue;
         }
@@ -154,7 +163,10 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
         }
         fg.push(sampled_row(&event, n, p));
     }
-    let mut bg: Vec<WaitRow> = sampled(false).into_iter().map(|(e, n)| sampled_row(&e, n, p)).collect();
+    let mut bg: Vec<WaitRow> = sampled(false)
+        .into_iter()
+        .map(|(e, n)| sampled_row(&e, n, p))
+        .collect();
     for rows in [&mut fg, &mut bg] {
         for r in rows.iter_mut() {
             r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);

@@ -47,6 +47,8 @@ pub async fn server_info(client: &Client) -> Result<ServerInfo> {
         user: row.get(6),
         can_create: row.get(7),
         track_io_timing: track == "on",
-        direct_io: direct.split(',').any(|x| x.trim().eq_ignore_ascii_case("data")),
+        direct_io: direct
+            .split(',')
+            .any(|x| x.trim().eq_ignore_ascii_case("data")),
     })
 }

@@ -110,7 +110,9 @@ impl Session for PgSession {
     /// the call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
     async fn flush_stats(&mut self) {
         if self.major >= 15 {
-            let flush = self.client.batch_execute("SELECT pg_stat_force_next_flush()");
+            let flush = self
+                .client
+                .batch_execute("SELECT pg_stat_force_next_flush()");
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flush).await;
         }
     }

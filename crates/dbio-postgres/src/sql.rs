@@ -208,7 +208,8 @@ pub const SETTING_NAMES: &[&str] = &[
 
 pub const DATA_DIRECTORY: &str = "SELECT setting FROM pg_settings WHERE name = 'data_directory'";
 
-pub const TABLESPACE_LOCATION: &str = "SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname = $1";
+pub const TABLESPACE_LOCATION: &str =
+    "SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname = $1";
 
 /// Connections the role may still open: max_connections minus reserved and in-use slots.
 pub const FREE_CONNECTIONS: &str = "SELECT current_setting('max_connections')::int      - current_setting('superuser_reserved_connections')::int      - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int";
