@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result,
+    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, num, read_result,
 };
 use serde_json::Value;
 
@@ -27,15 +27,6 @@ fn setup(pg: &TestCluster, schemas: &str, scale: &str) {
         ]),
         0,
     );
-}
-
-fn f(v: &Value, path: &[&str]) -> f64 {
-    let mut cur = v;
-    for p in path {
-        cur = &cur[*p];
-    }
-    cur.as_f64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
 }
 
 fn warnings(r: &Value) -> Vec<String> {
@@ -91,15 +82,15 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     assert_exit(&dbio(&args), 0);
     let after = own_reads(&c, pg.major()).await;
     let r = read_result(out_dir.path());
-    let secs = f(&r, &["db", "seconds"]);
-    let reads = f(&r, &["db", "read_iops"]) * secs;
+    let secs = num(&r, &["db", "seconds"]);
+    let reads = num(&r, &["db", "read_iops"]) * secs;
     let own = after.0 - before.0;
     assert!(own > 1000.0, "too few reads to compare: {own}");
     assert!(
         (reads - own).abs() <= 0.05 * own,
         "dbio counted {reads} reads, the view {own}"
     );
-    let latency = f(&r, &["db", "avg_read_latency_us"]);
+    let latency = num(&r, &["db", "avg_read_latency_us"]);
     let own_latency = 1000.0 * (after.1 - before.1) / own;
     assert!(
         (latency - own_latency).abs() <= 0.05 * own_latency,
@@ -120,7 +111,7 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
         device.is_object(),
         "device statistics for a local scratch cluster: {r}"
     );
-    assert!(f(device, &["reads_per_s"]) > 0.0);
+    assert!(num(device, &["reads_per_s"]) > 0.0);
     let expected_control = if drop_caches {
         "dropped page cache"
     } else {
@@ -185,19 +176,22 @@ async fn sessions_work_is_counted(pg: TestCluster) {
     ]);
     assert_exit(&out, 0);
     let r = read_result(out_dir.path());
-    let ops = f(&r, &["client", "ops"]);
+    let ops = num(&r, &["client", "ops"]);
     assert_eq!(ops, 400.0);
-    let scans = f(&r, &["db", "dbio_tables", "idx_scan"]);
+    let scans = num(&r, &["db", "dbio_tables", "idx_scan"]);
     assert!(
         scans >= ops && scans <= ops + 4.0,
         "idx_scan {scans} vs {ops} operations"
     );
     assert_eq!(
-        f(&r, &["db", "dbio_tables", "n_tup_upd"]),
-        f(&r, &["client", "update", "rows"])
+        num(&r, &["db", "dbio_tables", "n_tup_upd"]),
+        num(&r, &["client", "update", "rows"])
     );
-    assert!(f(&r, &["db", "commits_per_s"]) > 0.0);
-    assert!(f(&r, &["db", "wal_bytes_per_s"]) > 0.0, "updates write WAL");
+    assert!(num(&r, &["db", "commits_per_s"]) > 0.0);
+    assert!(
+        num(&r, &["db", "wal_bytes_per_s"]) > 0.0,
+        "updates write WAL"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,7 +257,7 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     assert_eq!(status.code(), Some(0));
     let _ = sleeper.await;
     let r = read_result(out_dir.path());
-    assert!(f(&r, &["db", "checkpoints"]) >= 1.0, "{}", r["db"]);
+    assert!(num(&r, &["db", "checkpoints"]) >= 1.0, "{}", r["db"]);
     assert!(
         warnings(&r)
             .iter()
@@ -391,7 +385,7 @@ async fn a_cached_run_is_flagged() {
     let a = args(out_dir.path().to_str().unwrap());
     assert_exit(&dbio(&a.iter().map(String::as_str).collect::<Vec<_>>()), 0);
     let r = read_result(out_dir.path());
-    assert!(f(&r, &["db", "buffer_hit_ratio"]) >= 0.99, "{}", r["db"]);
+    assert!(num(&r, &["db", "buffer_hit_ratio"]) >= 0.99, "{}", r["db"]);
     assert!(
         warnings(&r)
             .iter()

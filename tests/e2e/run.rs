@@ -4,7 +4,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, read_result, stderr};
+use dbio_tests::{
+    TestCluster, assert_exit, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions,
+};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -30,12 +32,7 @@ fn loaded() -> TestCluster {
 }
 
 fn n(v: &Value, path: &[&str]) -> u64 {
-    let mut cur = v;
-    for p in path {
-        cur = &cur[*p];
-    }
-    cur.as_u64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
+    num(v, path) as u64
 }
 
 /// The server's idx_scan delta against the operations dbio counted. PostgreSQL 15 was seen to
@@ -52,25 +49,7 @@ fn assert_idx_scans(server: u64, client: u64) {
 /// Waits until the server has no dbio session left (their backends exit just after the
 /// client disconnects), then returns the cf1 counters of all dbio schemas.
 async fn settled_counters(c: &tokio_postgres::Client) -> (i64, i64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if left == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{left} dbio sessions still connected"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_no_dbio_sessions(c, Duration::from_secs(10), "connected").await;
     let row = c
         .query_one(
             "SELECT coalesce(sum(idx_scan), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint FROM pg_stat_user_tables \
@@ -336,25 +315,7 @@ async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
     assert!(n(&r, &["client", "ops"]) > 0);
     assert!(r["window"]["measured_s"].as_f64().unwrap() < 10.0);
     // No dbio session may be left on the server.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let left: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if left == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{left} dbio sessions left after Ctrl-C"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_no_dbio_sessions(&c, Duration::from_secs(3), "after Ctrl-C").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -217,3 +217,37 @@ pub fn pg17_bin() -> Option<PathBuf> {
         .flatten()
         .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
 }
+
+/// Waits until the server has no dbio connection left (a backend exits just after its client
+/// disconnects); fails the test with `what` after `timeout`.
+pub async fn wait_no_dbio_sessions(c: &Client, timeout: std::time::Duration, what: &str) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if left == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{left} dbio sessions left {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The number at a JSON path, e.g. `num(&r, &["client", "ops"])`.
+pub fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
+}

@@ -1,15 +1,19 @@
 //! dbio-core: what every database backend shares. Configuration and units, the SLOB data-set
 //! plan, and (as they are built) the workload, measurements and reports. No SQL lives here.
 
+pub mod chart;
 pub mod config;
 pub mod dataset;
 pub mod dbstats;
 pub mod device;
 pub mod driver;
 pub mod error;
+pub mod ramp;
 pub mod report;
 pub mod result;
+pub mod significance;
 pub mod stats;
+pub mod summary;
 pub mod units;
 pub mod workload;
 

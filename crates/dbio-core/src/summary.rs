@@ -1,0 +1,278 @@
+//! Steps: the unit that ramps, compare and regress work on. A step is one workload shape
+//! (readers, writers, update_pct) run one or more times; its summary holds the mean, standard
+//! deviation and coefficient of variation of each key figure across repeats, the samples the
+//! significance tests need (per-interval throughput, the merged read-latency histogram), and
+//! where each repeat's result.json is. A single run is a set of one step; a ramp is a set of
+//! many, written as `ramp.json`.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::driver::RunStatus;
+use crate::error::CoreError;
+use crate::result::{Environment, RESULT_FORMAT, RunResult};
+use crate::stats::{decode_histogram, encode_histogram, new_histogram};
+
+/// Mean, standard deviation (sample, n-1) and coefficient of variation of repeat values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    pub mean: f64,
+    pub sd: f64,
+    /// sd / mean; 0 for a single value.
+    pub cv: f64,
+    pub values: Vec<f64>,
+}
+
+impl Stat {
+    pub fn of(values: Vec<f64>) -> Option<Stat> {
+        if values.is_empty() {
+            return None;
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let sd = if values.len() > 1 {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        Some(Stat {
+            mean,
+            sd,
+            cv: if mean != 0.0 { sd / mean } else { 0.0 },
+            values,
+        })
+    }
+}
+
+/// Identity of a step for matching across runs and ramps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StepKey {
+    pub readers: u32,
+    pub writers: u32,
+    pub update_pct: u32,
+}
+
+impl std::fmt::Display for StepKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "r{}-w{}", self.readers, self.writers)?;
+        if self.update_pct > 0 {
+            write!(f, "-u{}", self.update_pct)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepSummary {
+    pub key: StepKey,
+    /// `r4-w0` style label.
+    pub step: String,
+    pub repeats: u32,
+    /// `ok` when every repeat was ok, else the first other status.
+    pub status: RunStatus,
+    pub elapsed_s: f64,
+    pub client_ops_per_s: Stat,
+    pub client_read_p50_us: Option<Stat>,
+    pub client_read_p99_us: Option<Stat>,
+    pub db_read_iops: Option<Stat>,
+    pub db_write_iops: Option<Stat>,
+    pub db_avg_read_latency_us: Option<Stat>,
+    pub device_read_iops: Option<Stat>,
+    pub physical_read_ratio: Option<f64>,
+    pub top_wait: Option<String>,
+    /// Throughput of every full interval of every repeat (ops/s), for the throughput test.
+    pub interval_ops_per_s: Vec<f64>,
+    /// Read latency of all repeats merged (HDR V2 + deflate, base64, µs).
+    pub read_histogram: String,
+    /// result.json of each repeat, relative to the file that holds this summary.
+    pub results: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+fn key_of(r: &RunResult) -> StepKey {
+    StepKey {
+        readers: r.config.run.readers,
+        writers: r.config.run.writers,
+        update_pct: r.config.run.update_pct,
+    }
+}
+
+/// Summarises the repeats of one step; `paths` are their result.json paths as they should
+/// be recorded.
+pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummary> {
+    let first = results.first()?;
+    let key = key_of(first);
+    let collect =
+        |f: &dyn Fn(&RunResult) -> Option<f64>| Stat::of(results.iter().filter_map(f).collect());
+    let mut hist = new_histogram();
+    let mut intervals = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        if let Ok(h) = decode_histogram(&r.client.read.histogram) {
+            let _ = hist.add(&h);
+        }
+        let interval = r.config.run.interval.0.as_secs_f64();
+        intervals.extend(
+            r.timeseries
+                .iter()
+                .filter(|t| t.seconds >= 0.9 * interval)
+                .map(|t| t.ops_per_s),
+        );
+        for w in &r.warnings {
+            let w = if results.len() > 1 {
+                format!("repeat {}: {w}", i + 1)
+            } else {
+                w.clone()
+            };
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+    let status = results
+        .iter()
+        .map(|r| r.status)
+        .find(|s| *s != RunStatus::Ok)
+        .unwrap_or(RunStatus::Ok);
+    Some(StepSummary {
+        key,
+        step: key.to_string(),
+        repeats: results.len() as u32,
+        status,
+        elapsed_s: results.iter().map(|r| r.window.measured_s).sum::<f64>() / results.len() as f64,
+        client_ops_per_s: Stat::of(results.iter().map(|r| r.client.ops_per_s).collect())?,
+        client_read_p50_us: collect(&|r| r.client.read.latency_us.map(|l| l.p50 as f64)),
+        client_read_p99_us: collect(&|r| r.client.read.latency_us.map(|l| l.p99 as f64)),
+        db_read_iops: collect(&|r| r.db.as_ref().map(|d| d.read_iops)),
+        db_write_iops: collect(&|r| r.db.as_ref().map(|d| d.write_iops)),
+        db_avg_read_latency_us: collect(&|r| r.db.as_ref().and_then(|d| d.avg_read_latency_us)),
+        device_read_iops: collect(&|r| r.device.as_ref().map(|d| d.reads_per_s)),
+        physical_read_ratio: collect(&|r| r.device.as_ref().and_then(|d| d.physical_read_ratio))
+            .map(|s| s.mean),
+        top_wait: first
+            .waits
+            .as_ref()
+            .and_then(|w| w.foreground.first())
+            .map(|w| w.event.clone()),
+        interval_ops_per_s: intervals,
+        read_histogram: encode_histogram(&hist),
+        results: paths,
+        warnings,
+    })
+}
+
+/// `ramp.json`: a ramp's steps, self-contained (compare and regress need nothing else).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RampResult {
+    pub format: u32,
+    /// Always "ramp"; tells it apart from a run's result.json.
+    pub kind: String,
+    pub label: Option<String>,
+    pub status: RunStatus,
+    pub started: DateTime<Utc>,
+    pub finished: DateTime<Utc>,
+    /// The ramp's base config (each step overrides readers, writers, update_pct).
+    pub config: Config,
+    /// The first step's environment.
+    pub environment: Option<Environment>,
+    pub steps: Vec<StepSummary>,
+    pub warnings: Vec<String>,
+}
+
+/// What compare and regress read: a run or a ramp, as steps.
+#[derive(Debug, Clone)]
+pub struct StepSet {
+    pub label: String,
+    pub path: PathBuf,
+    pub steps: Vec<StepSummary>,
+}
+
+/// Reads a run's result.json or a ramp's ramp.json (a folder holding either works too).
+pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
+    let file = if path.is_dir() {
+        if path.join("ramp.json").is_file() {
+            path.join("ramp.json")
+        } else {
+            path.join("result.json")
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let bad = |message: String| CoreError::Result {
+        path: file.clone(),
+        message,
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
+    if value.get("kind").and_then(|k| k.as_str()) == Some("ramp") {
+        match value.get("format").and_then(|f| f.as_u64()) {
+            Some(f) if f > RESULT_FORMAT as u64 => {
+                return Err(bad(format!(
+                    "ramp format {f} is newer than this dbio understands ({RESULT_FORMAT}); use a newer dbio"
+                )));
+            }
+            None => return Err(bad("not a dbio ramp (no \"format\" field)".into())),
+            _ => {}
+        }
+        let ramp: RampResult = serde_json::from_value(value)
+            .map_err(|e| bad(format!("not a valid dbio ramp: {e}")))?;
+        if ramp.steps.is_empty() {
+            return Err(bad("the ramp holds no steps".into()));
+        }
+        return Ok(StepSet {
+            label: ramp
+                .label
+                .clone()
+                .unwrap_or_else(|| file.display().to_string()),
+            path: file,
+            steps: ramp.steps,
+        });
+    }
+    let run = RunResult::read_json(&file)?;
+    let label = run
+        .label
+        .clone()
+        .unwrap_or_else(|| file.display().to_string());
+    let step = summarize(std::slice::from_ref(&run), vec![file.display().to_string()])
+        .ok_or_else(|| bad("the result holds no operations to summarise".into()))?;
+    Ok(StepSet {
+        label,
+        path: file,
+        steps: vec![step],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_repeats() {
+        let s = Stat::of(vec![10.0, 12.0, 14.0]).unwrap();
+        assert_eq!(s.mean, 12.0);
+        assert_eq!(s.sd, 2.0);
+        assert!((s.cv - 2.0 / 12.0).abs() < 1e-12);
+        let one = Stat::of(vec![5.0]).unwrap();
+        assert_eq!((one.sd, one.cv), (0.0, 0.0));
+        assert!(Stat::of(vec![]).is_none());
+    }
+
+    #[test]
+    fn step_labels() {
+        let k = StepKey {
+            readers: 4,
+            writers: 1,
+            update_pct: 0,
+        };
+        assert_eq!(k.to_string(), "r4-w1");
+        let k = StepKey {
+            update_pct: 20,
+            ..k
+        };
+        assert_eq!(k.to_string(), "r4-w1-u20");
+    }
+}
