@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, RedoStress};
+use dbio_core::config::{OnError, OnStepFailure, RedoStress};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -90,7 +90,73 @@ pub enum Command {
         #[command(flatten)]
         data: DataArgs,
         #[command(flatten)]
+        sessions: SessionArgs,
+        #[command(flatten)]
         run: Box<RunArgs>,
+    },
+
+    /// Run the same workload over a list of reader counts (and optionally writer counts or
+    /// update percentages), --repeat times per step.
+    ///
+    /// Each step is a full `dbio run` with its own result folder under --out (default
+    /// results/<UTC timestamp>-<label>/). The ramp writes ramp.json (every step summarised,
+    /// self-contained for compare and regress), ramp.csv and ramp.txt (one line per step:
+    /// readers, writers, elapsed, DB read and write IOPS, read latency, client p50/p99,
+    /// device reads, top wait), iops.svg, latency.svg, latency-vs-iops.svg and report.html.
+    Ramp {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        data: DataArgs,
+        #[command(flatten)]
+        ramp: RampArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+
+    /// Put runs or ramps side by side: key figures, % changes against the first input, and
+    /// whether each difference is significant, naming the test.
+    ///
+    /// Inputs are result.json or ramp.json files (or folders holding one). Ramp steps are
+    /// matched by readers, writers and update_pct. Throughput: Welch's t-test on per-interval
+    /// throughput, autocorrelation-corrected; latency: Mann-Whitney U on the HDR
+    /// distributions; database figures: Welch's t-test on repeat values (ramp --repeat 2+).
+    Compare {
+        /// Two or more result.json / ramp.json files; the first is the reference.
+        #[arg(value_name = "RESULT", num_args = 2.., required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output format on stdout.
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "csv", "html"])]
+        format: String,
+        /// Also write compare.txt, compare.csv and compare.html into this folder.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+
+    /// Gate on performance: exit 1 when CURRENT falls short of BASELINE beyond the
+    /// thresholds (per step), 0 otherwise.
+    ///
+    /// Checks DB read IOPS and client ops/s for drops, DB read latency and client read p99
+    /// for rises; a baseline step missing from CURRENT is a regression.
+    Regress {
+        /// The baseline result.json or ramp.json.
+        #[arg(long, value_name = "BASE")]
+        baseline: PathBuf,
+        /// The result.json or ramp.json to check.
+        #[arg(value_name = "CURRENT")]
+        current: PathBuf,
+        /// Config file for the thresholds (regress: section).
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Largest allowed drop of IOPS, % [config: regress.max_iops_drop_pct; default 10]
+        #[arg(long, value_name = "PCT")]
+        max_iops_drop: Option<f64>,
+        /// Largest allowed rise of latency, % [config: regress.max_latency_rise_pct; default 20]
+        #[arg(long, value_name = "PCT")]
+        max_latency_rise: Option<f64>,
+        /// Write JUnit XML for CI systems.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
 
     /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and
@@ -171,15 +237,6 @@ pub struct ScratchArgs {
 /// The run keys; each flag names the config key it overrides.
 #[derive(Debug, Args, Clone, Default)]
 pub struct RunArgs {
-    /// Reader sessions [config: run.readers; default 1]
-    #[arg(long, value_name = "N")]
-    pub readers: Option<u32>,
-    /// Writer sessions, update only [config: run.writers; default 0]
-    #[arg(long, value_name = "N")]
-    pub writers: Option<u32>,
-    /// Percent of each reader's operations that are updates, 0-100 [config: run.update_pct; default 0]
-    #[arg(long, value_name = "P")]
-    pub update_pct: Option<u32>,
     /// Length of the measured window [config: run.run_time; default 30s]
     #[arg(long, value_name = "DUR", conflicts_with = "work_loop")]
     pub run_time: Option<Dur>,
@@ -230,6 +287,78 @@ pub struct RunArgs {
     pub label: Option<String>,
 }
 
+/// The session counts of one run.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SessionArgs {
+    /// Reader sessions [config: run.readers; default 1]
+    #[arg(long, value_name = "N")]
+    pub readers: Option<u32>,
+    /// Writer sessions, update only [config: run.writers; default 0]
+    #[arg(long, value_name = "N")]
+    pub writers: Option<u32>,
+    /// Percent of each reader's operations that are updates, 0-100 [config: run.update_pct; default 0]
+    #[arg(long, value_name = "P")]
+    pub update_pct: Option<u32>,
+}
+
+impl SessionArgs {
+    pub fn apply(&self, c: &mut Config) {
+        if let Some(v) = self.readers {
+            c.run.readers = v;
+        }
+        if let Some(v) = self.writers {
+            c.run.writers = v;
+        }
+        if let Some(v) = self.update_pct {
+            c.run.update_pct = v;
+        }
+    }
+}
+
+/// The steps of a ramp.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RampArgs {
+    /// Reader counts, one step each: 1,2,4,8 [config: ramp.readers; default 1,2,4,8]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub readers: Option<Vec<u32>>,
+    /// Writer counts (each crossed with every reader count) [config: ramp.writers; default run.writers]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub writers: Option<Vec<u32>>,
+    /// Update percentages (each crossed with the rest) [config: ramp.update_pct; default run.update_pct]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub update_pct: Option<Vec<u32>>,
+    /// Runs per step (mean, sd and cv across them) [config: ramp.repeat; default 1]
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// After a failed step: stop or continue [config: ramp.on_step_failure; default stop]
+    #[arg(long, value_name = "POLICY", value_parser = ["stop", "continue"])]
+    pub on_step_failure: Option<String>,
+}
+
+impl RampArgs {
+    pub fn apply(&self, c: &mut Config) {
+        if let Some(v) = &self.readers {
+            c.ramp.readers = v.clone();
+        }
+        if let Some(v) = &self.writers {
+            c.ramp.writers = Some(v.clone());
+        }
+        if let Some(v) = &self.update_pct {
+            c.ramp.update_pct = Some(v.clone());
+        }
+        if let Some(v) = self.repeat {
+            c.ramp.repeat = v;
+        }
+        if let Some(v) = &self.on_step_failure {
+            c.ramp.on_step_failure = if v == "continue" {
+                OnStepFailure::Continue
+            } else {
+                OnStepFailure::Stop
+            };
+        }
+    }
+}
+
 impl RunArgs {
     pub fn apply(&self, c: &mut Config) {
         if self.drop_caches {
@@ -239,15 +368,6 @@ impl RunArgs {
             c.collector.sample_period = v;
         }
         let r = &mut c.run;
-        if let Some(v) = self.readers {
-            r.readers = v;
-        }
-        if let Some(v) = self.writers {
-            r.writers = v;
-        }
-        if let Some(v) = self.update_pct {
-            r.update_pct = v;
-        }
         if let Some(v) = self.run_time {
             r.run_time = v;
             r.work_loop = 0;

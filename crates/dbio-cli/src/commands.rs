@@ -4,11 +4,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dbio_core::Config;
+use dbio_core::compare::compare;
 use dbio_core::config::Engine;
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
 use dbio_core::driver::{DriveConfig, Progress, RunStatus, WindowSpec, drive, session_specs};
+use dbio_core::regress;
 use dbio_core::report;
 use dbio_core::result::{RunContext, RunResult};
+use dbio_core::summary::read_step_set;
 use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
 use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
@@ -55,11 +58,58 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let (config, target) = prepare(&common, &data)?;
             teardown_cmd(&config, &target, yes).await
         }
-        Command::Run { common, data, run } => {
+        Command::Run {
+            common,
+            data,
+            sessions,
+            run,
+        } => {
             let (mut config, target) = prepare(&common, &data)?;
+            sessions.apply(&mut config);
             run.apply(&mut config);
-            let result = run_benchmark(&config, &target, quiet).await?;
+            config.validate()?;
+            let output = RunOutput { quiet, ..STDERR };
+            let result = run_benchmark(&config, &target, &output).await?;
             Ok(exit_code(&result))
+        }
+        Command::Ramp {
+            common,
+            data,
+            ramp,
+            run,
+        } => {
+            let (mut config, target) = prepare(&common, &data)?;
+            ramp.apply(&mut config);
+            run.apply(&mut config);
+            config.validate()?;
+            let (result, _) = crate::ramp::ramp(&config, &target, quiet).await?;
+            Ok(if result.status == RunStatus::Ok { 0 } else { 1 })
+        }
+        Command::Compare {
+            inputs,
+            format,
+            out,
+        } => compare_cmd(&inputs, &format, out.as_deref()),
+        Command::Regress {
+            baseline,
+            current,
+            config,
+            max_iops_drop,
+            max_latency_rise,
+            junit,
+        } => {
+            let mut cfg = match &config {
+                Some(path) => Config::from_file(path)?,
+                None => Config::default(),
+            };
+            if let Some(v) = max_iops_drop {
+                cfg.regress.max_iops_drop_pct = v;
+            }
+            if let Some(v) = max_latency_rise {
+                cfg.regress.max_latency_rise_pct = v;
+            }
+            cfg.validate()?;
+            regress_cmd(&baseline, &current, &cfg, junit.as_deref())
         }
         Command::Report { result, format } => {
             let r = RunResult::read_json(&result)?;
@@ -275,7 +325,8 @@ fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
 }
 
 /// The quickstart when no config says otherwise: 2 schemas of 12,288 blocks (96 MiB each),
-/// six times the default 32 MB shared_buffers, then 10 s of 2 readers and 1 writer.
+/// six times the default 32 MB shared_buffers, then 10 s of 2 readers and 1 writer, then a
+/// ramp of 1, 2 and 4 readers for 5 s each.
 fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
     let mut config = match path {
         Some(p) => Config::from_file(p)?,
@@ -286,6 +337,9 @@ fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
             c.run.readers = 2;
             c.run.writers = 1;
             c.run.run_time = dbio_core::units::Dur(std::time::Duration::from_secs(10));
+            c.ramp.readers = vec![1, 2, 4];
+            c.ramp.writers = Some(vec![0]);
+            c.ramp.run_time = Some(dbio_core::units::Dur(std::time::Duration::from_secs(5)));
             c
         }
     };
@@ -342,8 +396,78 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
         return Ok(1);
     }
     println!("== run ==");
-    let result = run_benchmark(config, target, quiet).await?;
-    Ok(exit_code(&result))
+    let output = RunOutput { quiet, ..STDERR };
+    let result = run_benchmark(config, target, &output).await?;
+    if result.status != RunStatus::Ok {
+        return Ok(exit_code(&result));
+    }
+    println!("== ramp ==");
+    let (ramp, _) = crate::ramp::ramp(config, target, quiet).await?;
+    Ok(if ramp.status == RunStatus::Ok { 0 } else { 1 })
+}
+
+fn compare_cmd(
+    inputs: &[std::path::PathBuf],
+    format: &str,
+    out: Option<&Path>,
+) -> Result<u8, Failure> {
+    let sets = inputs
+        .iter()
+        .map(|p| read_step_set(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = compare(&sets);
+    if c.rows.is_empty() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "nothing to compare: no step is in every input ({})",
+                c.notes.join("; ")
+            ),
+        ));
+    }
+    let (text, csv, html) = (c.render_text(), c.render_csv(), c.render_html(&sets));
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::new(2, format!("cannot create {}: {e}", dir.display())))?;
+        for (name, body) in [
+            ("compare.txt", &text),
+            ("compare.csv", &csv),
+            ("compare.html", &html),
+        ] {
+            dbio_core::result::write_atomic(&dir.join(name), body.as_bytes())?;
+        }
+        eprintln!(
+            "compare: compare.txt, compare.csv, compare.html written to {}",
+            dir.display()
+        );
+    }
+    match format {
+        "csv" => print!("{csv}"),
+        "html" => print!("{html}"),
+        _ => print!("{text}"),
+    }
+    Ok(0)
+}
+
+fn regress_cmd(
+    baseline: &Path,
+    current: &Path,
+    config: &Config,
+    junit: Option<&Path>,
+) -> Result<u8, Failure> {
+    let base = read_step_set(baseline)?;
+    let cur = read_step_set(current)?;
+    let rows = regress::regress(&base, &cur, &config.regress);
+    print!("{}", regress::render_text(&base, &cur, &rows));
+    if let Some(path) = junit {
+        dbio_core::result::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
+        eprintln!("regress: JUnit XML written to {}", path.display());
+    }
+    Ok(if rows.iter().any(|r| r.regressed) {
+        1
+    } else {
+        0
+    })
 }
 
 /// Exit code of a finished run: 0 ok, 1 failed or interrupted.
@@ -362,7 +486,7 @@ async fn ctrl_c() {
 }
 
 /// `results/<UTC timestamp>-<label>/`, made unique if a folder of that name exists.
-fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
+pub fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let label: String = label
         .unwrap_or("run")
@@ -385,12 +509,12 @@ fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
     dir
 }
 
-fn print_progress(p: &Progress) {
+/// The live line, like `pgbench -P`.
+fn progress_line(p: &Progress) -> String {
     if p.warmup {
-        eprintln!("progress: warm-up");
-        return;
+        return "progress: warm-up".into();
     }
-    eprintln!(
+    format!(
         "progress: {:.1} s, {:.1} ops/s, p99 {} µs, {} errors",
         p.elapsed_s,
         p.ops_per_s,
@@ -398,15 +522,35 @@ fn print_progress(p: &Progress) {
             .map(|v| v.to_string())
             .unwrap_or_else(|| "-".into()),
         p.errors
-    );
+    )
 }
 
+/// How a run talks to the user.
+pub struct RunOutput<'a> {
+    pub quiet: bool,
+    /// Print report.txt on stdout at the end (a ramp prints its own table instead).
+    pub print_report: bool,
+    /// Where progress lines and notes go (stderr, or above a ramp's progress bar).
+    pub line: &'a (dyn Fn(&str) + Sync),
+}
+
+fn to_stderr(text: &str) {
+    eprintln!("{text}");
+}
+
+pub const STDERR: RunOutput<'static> = RunOutput {
+    quiet: false,
+    print_report: true,
+    line: &to_stderr,
+};
+
 /// Preflight, sessions, the measured window, result.json and report.txt.
-async fn run_benchmark(
+pub async fn run_benchmark(
     config: &Config,
     target: &Target,
-    quiet: bool,
+    output: &RunOutput<'_>,
 ) -> Result<RunResult, Failure> {
+    let quiet = output.quiet;
     config.validate_run(DEFAULT_BLOCK_SIZE)?;
     let schema_names = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE).schema_names();
     let r = &config.run;
@@ -485,9 +629,13 @@ async fn run_benchmark(
         seed: r.seed,
     };
     eprintln!("run: {} sessions ready; measuring", specs.len());
-    let outcome = drive(sessions, &drive_cfg, ctrl_c(), print_progress, || {
-        collector.begin()
-    })
+    let outcome = drive(
+        sessions,
+        &drive_cfg,
+        ctrl_c(),
+        |p| (output.line)(&progress_line(p)),
+        || collector.begin(),
+    )
     .await;
     let measured_s = outcome.measured_s;
     let collected = collector.end(measured_s).await;
@@ -512,12 +660,14 @@ async fn run_benchmark(
     let text = report::render_text(&result);
     result.write_json(&out_dir)?;
     dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
-    print!("{text}");
-    eprintln!(
+    if output.print_report {
+        print!("{text}");
+    }
+    (output.line)(&format!(
         "results: {}/result.json, {}/report.txt",
         out_dir.display(),
         out_dir.display()
-    );
+    ));
     Ok(result)
 }
 

@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod progress;
+mod ramp;
 
 use std::ffi::OsString;
 

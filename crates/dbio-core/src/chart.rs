@@ -50,11 +50,10 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * mag);
     let start = (lo / step).floor() * step;
-    let mut ticks = Vec::new();
-    let mut v = start;
-    while v <= hi + step * 0.5 && ticks.len() < 50 {
-        ticks.push(v);
-        v += step;
+    let mut ticks = vec![start];
+    // Until a tick reaches the top of the range (with a little slack for rounding).
+    while ticks.last().is_some_and(|t| *t < hi - step * 1e-9) && ticks.len() < 50 {
+        ticks.push(start + step * ticks.len() as f64);
     }
     ticks
 }
@@ -97,6 +96,9 @@ pub fn render_svg(c: &Chart) -> String {
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
+    // Keep the first and last points off the axes.
+    let pad = 0.04 * (x1 - x0);
+    let (x0, x1) = (x0 - pad, x1 + pad);
     let y_ticks = nice_ticks(0.0, if y1 > 0.0 { y1 } else { 1.0 }, 6);
     let y_top = y_ticks
         .last()
@@ -231,8 +233,14 @@ mod tests {
         );
         let t = nice_ticks(0.0, 12_345.0, 6);
         assert!(t.last().copied().unwrap() >= 12_345.0);
+        let step = t[1] - t[0];
         assert!(
-            t.windows(2).all(|w| (w[1] - w[0] - 2000.0).abs() < 1e-9),
+            t.windows(2).all(|w| (w[1] - w[0] - step).abs() < 1e-9),
+            "{t:?}"
+        );
+        let mantissa = step / 10f64.powf(step.log10().floor());
+        assert!(
+            [1.0, 2.0, 5.0].iter().any(|m| (m - mantissa).abs() < 1e-9),
             "{t:?}"
         );
     }

@@ -35,6 +35,47 @@ pub struct Config {
     pub data: DataConfig,
     pub run: RunConfig,
     pub collector: CollectorConfig,
+    pub ramp: RampConfig,
+    pub regress: crate::regress::RegressConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStepFailure {
+    /// A failed step ends the ramp (the steps so far are reported).
+    #[default]
+    Stop,
+    /// The ramp goes on; the failed step is marked.
+    Continue,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RampConfig {
+    /// Reader counts, one step each (the classic SLOB ramp doubles them).
+    pub readers: Vec<u32>,
+    /// Writer counts; default: run.writers only.
+    pub writers: Option<Vec<u32>>,
+    /// Update percentages; default: run.update_pct only.
+    pub update_pct: Option<Vec<u32>>,
+    /// Runs per step, for mean, standard deviation and coefficient of variation.
+    pub repeat: u32,
+    /// Window of each step; default: run.run_time.
+    pub run_time: Option<Dur>,
+    pub on_step_failure: OnStepFailure,
+}
+
+impl Default for RampConfig {
+    fn default() -> Self {
+        RampConfig {
+            readers: vec![1, 2, 4, 8],
+            writers: None,
+            update_pct: None,
+            repeat: 1,
+            run_time: None,
+            on_step_failure: OnStepFailure::Stop,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +210,8 @@ impl Default for Config {
             data: DataConfig::default(),
             run: RunConfig::default(),
             collector: CollectorConfig::default(),
+            ramp: RampConfig::default(),
+            regress: crate::regress::RegressConfig::default(),
         }
     }
 }
@@ -353,6 +396,48 @@ impl Config {
                 value: self.collector.sample_period.to_string(),
                 allowed: "10ms..=10s".into(),
             });
+        }
+        let ramp = &self.ramp;
+        if ramp.readers.is_empty() {
+            return Err(CoreError::invalid(
+                "ramp.readers",
+                "the list is empty; give at least one reader count",
+            ));
+        }
+        for (key, list) in [
+            ("ramp.readers", Some(&ramp.readers)),
+            ("ramp.writers", ramp.writers.as_ref()),
+        ] {
+            if let Some(v) = list.into_iter().flatten().find(|v| **v > MAX_SESSIONS) {
+                return Err(CoreError::OutOfRange {
+                    key: key.into(),
+                    value: v.to_string(),
+                    allowed: format!("0..={MAX_SESSIONS}"),
+                });
+            }
+        }
+        if let Some(v) = ramp.update_pct.iter().flatten().find(|v| **v > 100) {
+            return Err(CoreError::OutOfRange {
+                key: "ramp.update_pct".into(),
+                value: v.to_string(),
+                allowed: "0..=100".into(),
+            });
+        }
+        range("ramp.repeat", "--repeat", ramp.repeat as u64, 1, 100)?;
+        for (key, v) in [
+            ("regress.max_iops_drop_pct", self.regress.max_iops_drop_pct),
+            (
+                "regress.max_latency_rise_pct",
+                self.regress.max_latency_rise_pct,
+            ),
+        ] {
+            if !(0.0..=1000.0).contains(&v) {
+                return Err(CoreError::OutOfRange {
+                    key: key.into(),
+                    value: v.to_string(),
+                    allowed: "0..=1000 (%)".into(),
+                });
+            }
         }
         if self.target.connect_timeout.0.is_zero() {
             return Err(CoreError::invalid(

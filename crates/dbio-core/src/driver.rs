@@ -119,6 +119,17 @@ pub enum RunStatus {
     Interrupted,
 }
 
+impl RunStatus {
+    /// The name result.json uses: `ok`, `failed`, `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// A session error as the result reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionError {

@@ -2,6 +2,7 @@
 //! plan, and (as they are built) the workload, measurements and reports. No SQL lives here.
 
 pub mod chart;
+pub mod compare;
 pub mod config;
 pub mod dataset;
 pub mod dbstats;
@@ -9,6 +10,7 @@ pub mod device;
 pub mod driver;
 pub mod error;
 pub mod ramp;
+pub mod regress;
 pub mod report;
 pub mod result;
 pub mod significance;

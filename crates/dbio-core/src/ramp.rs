@@ -61,7 +61,7 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 s.key.writers.to_string(),
                 s.key.update_pct.to_string(),
                 s.repeats.to_string(),
-                format!("{:?}", s.status).to_lowercase(),
+                s.status.as_str().to_string(),
                 format!("{:.3}", s.elapsed_s),
                 f1(&s.db_read_iops),
                 sd(&s.db_read_iops),
@@ -111,12 +111,12 @@ pub fn ramp_txt(r: &RampResult) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "dbio ramp{}  status {:?}  {} .. {} UTC",
+        "dbio ramp{}  status {}  {} .. {} UTC",
         r.label
             .as_deref()
             .map(|l| format!(" \"{l}\""))
             .unwrap_or_default(),
-        r.status,
+        r.status.as_str(),
         r.started.format("%Y-%m-%d %H:%M:%S"),
         r.finished.format("%H:%M:%S")
     );
@@ -125,7 +125,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
     }
     let _ = writeln!(
         o,
-        "{:<12} {:>7} {:>7} {:>4} {:>9} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12}  {}",
+        "{:<12} {:>7} {:>7} {:>4} {:>9} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12}  top wait",
         "step",
         "readers",
         "writers",
@@ -139,7 +139,6 @@ pub fn ramp_txt(r: &RampResult) -> String {
         "p50 µs",
         "p99 µs",
         "device rd/s",
-        "top wait"
     );
     for s in &r.steps {
         let client = Some(s.client_ops_per_s.clone());
@@ -169,7 +168,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
             if s.status == crate::driver::RunStatus::Ok {
                 String::new()
             } else {
-                format!("  [{:?}]", s.status).to_lowercase()
+                format!("  [{}]", s.status.as_str())
             }
         );
     }
@@ -308,8 +307,8 @@ pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
     let _ = writeln!(b, "<h1>dbio ramp: {}</h1>", escape(label));
     let _ = writeln!(
         b,
-        "<p>status {:?}; {} .. {} UTC; {} step(s)</p>",
-        r.status,
+        "<p>status {}; {} .. {} UTC; {} step(s)</p>",
+        r.status.as_str(),
         r.started.format("%Y-%m-%d %H:%M:%S"),
         r.finished.format("%H:%M:%S"),
         r.steps.len()

@@ -339,7 +339,7 @@ pub fn summary_row(r: &RunResult) -> Vec<(&'static str, String)> {
         .unwrap_or_default();
     vec![
         ("label", r.label.clone().unwrap_or_default()),
-        ("status", format!("{:?}", r.status).to_lowercase()),
+        ("status", r.status.as_str().to_string()),
         ("start_utc", r.window.start.to_rfc3339()),
         ("readers", readers.to_string()),
         ("writers", (r.sessions.len() - readers).to_string()),

@@ -1,0 +1,500 @@
+//! `dbio compare A B [C ...]`: runs or ramps side by side. Steps are matched by readers,
+//! writers and update_pct (two single runs are compared whatever their shape). Each key
+//! figure gets its values, the % change against the first input, and a verdict that names
+//! the test behind it: a difference is called significant when the test's p < 0.05 and the
+//! change is at least 1% (so that a huge sample does not make a trivial change "significant").
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::chart::{Chart, Series, escape, render_svg};
+use crate::ramp::{html_page, html_table};
+use crate::report::csv_field;
+use crate::significance::{TestOutcome, mann_whitney, welch_t_test};
+use crate::stats::decode_histogram;
+use crate::summary::{Stat, StepSet, StepSummary};
+
+pub const ALPHA: f64 = 0.05;
+pub const MIN_EFFECT_PCT: f64 = 1.0;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRow {
+    pub step: String,
+    pub metric: String,
+    /// One value per input, in input order.
+    pub values: Vec<Option<f64>>,
+    /// % change of each input against the first (the first is null).
+    pub delta_pct: Vec<Option<f64>>,
+    /// Test of each input against the first (the first is null).
+    pub tests: Vec<Option<TestOutcome>>,
+    /// `significant`, `not significant`, or why it was not tested.
+    pub verdicts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub labels: Vec<String>,
+    pub rows: Vec<CompareRow>,
+    pub notes: Vec<String>,
+}
+
+fn pct(base: Option<f64>, v: Option<f64>) -> Option<f64> {
+    match (base, v) {
+        (Some(b), Some(v)) if b != 0.0 => Some(100.0 * (v - b) / b),
+        _ => None,
+    }
+}
+
+fn verdict(test: &Option<TestOutcome>, delta: Option<f64>, untested: &str) -> String {
+    match (test, delta) {
+        (Some(t), Some(d)) if t.p_value < ALPHA && d.abs() >= MIN_EFFECT_PCT => {
+            "significant".into()
+        }
+        (Some(_), _) => "not significant".into(),
+        (None, _) => untested.into(),
+    }
+}
+
+type Pick = fn(&StepSummary) -> Option<f64>;
+type Tester = fn(&StepSummary, &StepSummary) -> Option<TestOutcome>;
+
+fn mean(s: &Option<Stat>) -> Option<f64> {
+    s.as_ref().map(|v| v.mean)
+}
+
+fn repeats_test(a: &Option<Stat>, b: &Option<Stat>) -> Option<TestOutcome> {
+    let (a, b) = (a.as_ref()?, b.as_ref()?);
+    welch_t_test(&a.values, &b.values).map(|mut t| {
+        t.test = "Welch's t-test on repeat values".into();
+        t
+    })
+}
+
+/// The compared figures: name, how to pick it, how to test it, and what to say untested.
+fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, &'static str)> {
+    vec![
+        (
+            "client ops/s",
+            |s| Some(s.client_ops_per_s.mean),
+            Some(|a, b| welch_t_test(&a.interval_ops_per_s, &b.interval_ops_per_s)),
+            "not tested (too few intervals)",
+        ),
+        (
+            "client read p50 µs",
+            |s| mean(&s.client_read_p50_us),
+            Some(|a, b| {
+                let ha = decode_histogram(&a.read_histogram).ok()?;
+                let hb = decode_histogram(&b.read_histogram).ok()?;
+                mann_whitney(&ha, &hb)
+            }),
+            "not tested (no reads)",
+        ),
+        (
+            "client read p99 µs",
+            |s| mean(&s.client_read_p99_us),
+            None,
+            "-",
+        ),
+        (
+            "DB read IOPS",
+            |s| mean(&s.db_read_iops),
+            Some(|a, b| repeats_test(&a.db_read_iops, &b.db_read_iops)),
+            "not tested (needs --repeat 2+)",
+        ),
+        (
+            "DB avg read latency µs",
+            |s| mean(&s.db_avg_read_latency_us),
+            Some(|a, b| repeats_test(&a.db_avg_read_latency_us, &b.db_avg_read_latency_us)),
+            "not tested (needs --repeat 2+)",
+        ),
+        ("device read IOPS", |s| mean(&s.device_read_iops), None, "-"),
+    ]
+}
+
+/// Matches steps and compares every figure against the first input.
+pub fn compare(sets: &[StepSet]) -> Comparison {
+    let labels: Vec<String> = sets.iter().map(|s| s.label.clone()).collect();
+    let mut notes = Vec::new();
+    // (step label, one summary per input)
+    let mut matched: Vec<(String, Vec<&StepSummary>)> = Vec::new();
+    if sets.iter().all(|s| s.steps.len() == 1) {
+        let steps: Vec<&StepSummary> = sets.iter().map(|s| &s.steps[0]).collect();
+        let names: Vec<&str> = steps.iter().map(|s| s.step.as_str()).collect();
+        if names.iter().any(|n| *n != names[0]) {
+            notes.push(format!(
+                "single runs of different shapes compared: {}",
+                names.join(" vs ")
+            ));
+        }
+        matched.push((names.join(" vs "), steps));
+    } else if let Some(first) = sets.first() {
+        for step in &first.steps {
+            let others: Vec<Option<&StepSummary>> = sets
+                .iter()
+                .map(|s| s.steps.iter().find(|x| x.key == step.key))
+                .collect();
+            if others.iter().all(Option::is_some) {
+                matched.push((step.step.clone(), others.into_iter().flatten().collect()));
+            } else {
+                notes.push(format!(
+                    "step {} is not in every input; left out",
+                    step.step
+                ));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (step, summaries) in matched {
+        for (name, pick, tester, untested) in metrics() {
+            let values: Vec<Option<f64>> = summaries.iter().map(|s| pick(s)).collect();
+            let base = values[0];
+            let delta_pct: Vec<Option<f64>> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i == 0 { None } else { pct(base, *v) })
+                .collect();
+            let tests: Vec<Option<TestOutcome>> = summaries
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    if i == 0 {
+                        None
+                    } else {
+                        tester.and_then(|t| t(summaries[0], s))
+                    }
+                })
+                .collect();
+            let verdicts = tests
+                .iter()
+                .zip(&delta_pct)
+                .enumerate()
+                .map(|(i, (t, d))| {
+                    if i == 0 {
+                        "baseline".into()
+                    } else {
+                        verdict(t, *d, untested)
+                    }
+                })
+                .collect();
+            rows.push(CompareRow {
+                step: step.clone(),
+                metric: name.to_string(),
+                values,
+                delta_pct,
+                tests,
+                verdicts,
+            });
+        }
+    }
+    Comparison {
+        labels,
+        rows,
+        notes,
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
+}
+
+impl Comparison {
+    pub fn render_text(&self) -> String {
+        let mut o = String::new();
+        for (i, l) in self.labels.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "input {}: {l}{}",
+                i + 1,
+                if i == 0 {
+                    " (baseline of the % changes)"
+                } else {
+                    ""
+                }
+            );
+        }
+        let mut step = "";
+        for r in &self.rows {
+            if r.step != step {
+                step = &r.step;
+                let _ = writeln!(o, "\nstep {step}");
+                let mut h = format!("{:<24}", "metric");
+                for i in 0..self.labels.len() {
+                    let _ = write!(h, " {:>12}", format!("input {}", i + 1));
+                }
+                for i in 1..self.labels.len() {
+                    let _ = write!(
+                        h,
+                        " {:>9} {:>9}  {:<16}",
+                        format!("Δ% {}", i + 1),
+                        "p",
+                        "verdict"
+                    );
+                }
+                let _ = writeln!(o, "{h}");
+            }
+            let mut line = format!("{:<24}", r.metric);
+            for v in &r.values {
+                let _ = write!(line, " {:>12}", num(*v));
+            }
+            for i in 1..self.labels.len() {
+                let _ = write!(
+                    line,
+                    " {:>9} {:>9}  {:<16}",
+                    r.delta_pct[i]
+                        .map(|d| format!("{d:+.1}%"))
+                        .unwrap_or_else(|| "-".into()),
+                    r.tests[i]
+                        .as_ref()
+                        .map(|t| format!("{:.4}", t.p_value))
+                        .unwrap_or_else(|| "-".into()),
+                    r.verdicts[i]
+                );
+            }
+            let _ = writeln!(o, "{line}");
+        }
+        let mut tests: Vec<&str> = self
+            .rows
+            .iter()
+            .flat_map(|r| r.tests.iter().flatten().map(|t| t.test.as_str()))
+            .collect();
+        tests.sort();
+        tests.dedup();
+        let _ = writeln!(
+            o,
+            "\nsignificant = p < {ALPHA} and a change of at least {MIN_EFFECT_PCT}%. Tests used: {}",
+            tests.join("; ")
+        );
+        for n in &self.notes {
+            let _ = writeln!(o, "note: {n}");
+        }
+        o
+    }
+
+    pub fn render_csv(&self) -> String {
+        let mut header = vec!["step".to_string(), "metric".to_string()];
+        for i in 0..self.labels.len() {
+            header.push(format!("value_{}", i + 1));
+        }
+        for i in 1..self.labels.len() {
+            header.extend([
+                format!("delta_pct_{}", i + 1),
+                format!("p_value_{}", i + 1),
+                format!("test_{}", i + 1),
+                format!("verdict_{}", i + 1),
+            ]);
+        }
+        let mut o = header.join(",");
+        o.push('\n');
+        for r in &self.rows {
+            let mut f = vec![csv_field(&r.step), csv_field(&r.metric)];
+            f.extend(
+                r.values
+                    .iter()
+                    .map(|v| v.map(|x| format!("{x:.3}")).unwrap_or_default()),
+            );
+            for i in 1..self.labels.len() {
+                f.push(
+                    r.delta_pct[i]
+                        .map(|x| format!("{x:.3}"))
+                        .unwrap_or_default(),
+                );
+                f.push(
+                    r.tests[i]
+                        .as_ref()
+                        .map(|t| format!("{:.6}", t.p_value))
+                        .unwrap_or_default(),
+                );
+                f.push(csv_field(
+                    r.tests[i].as_ref().map(|t| t.test.as_str()).unwrap_or(""),
+                ));
+                f.push(csv_field(&r.verdicts[i]));
+            }
+            o.push_str(&f.join(","));
+            o.push('\n');
+        }
+        o
+    }
+
+    /// Overlaid curves (one series per input) and the table.
+    pub fn render_html(&self, sets: &[StepSet]) -> String {
+        let mut b = String::from("<h1>dbio compare</h1>\n<ol>\n");
+        for l in &self.labels {
+            let _ = writeln!(b, "<li>{}</li>", escape(l));
+        }
+        b.push_str("</ol>\n<div class=\"charts\">\n");
+        let curve = |title: &str, y_label: &str, pick: Pick| Chart {
+            title: title.into(),
+            x_label: "reader sessions".into(),
+            y_label: y_label.into(),
+            series: sets
+                .iter()
+                .map(|s| Series {
+                    name: s.label.clone(),
+                    points: s
+                        .steps
+                        .iter()
+                        .filter_map(|st| Some((st.key.readers as f64, pick(st)?)))
+                        .collect(),
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect(),
+            log2_x: true,
+        };
+        b.push_str(&render_svg(&curve(
+            "DB read IOPS vs readers",
+            "DB read IOPS",
+            |s| mean(&s.db_read_iops),
+        )));
+        b.push_str(&render_svg(&curve(
+            "client ops/s vs readers",
+            "operations per second",
+            |s| Some(s.client_ops_per_s.mean),
+        )));
+        b.push_str(&render_svg(&curve(
+            "DB avg read latency vs readers",
+            "latency (µs)",
+            |s| mean(&s.db_avg_read_latency_us),
+        )));
+        b.push_str("</div>\n");
+        let mut header: Vec<String> = vec!["step".into(), "metric".into()];
+        header.extend((1..=self.labels.len()).map(|i| format!("input {i}")));
+        for i in 2..=self.labels.len() {
+            header.extend([format!("Δ% {i}"), format!("p {i}"), format!("verdict {i}")]);
+        }
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut v = vec![r.step.clone(), r.metric.clone()];
+                v.extend(r.values.iter().map(|x| num(*x)));
+                for i in 1..self.labels.len() {
+                    v.push(
+                        r.delta_pct[i]
+                            .map(|d| format!("{d:+.1}%"))
+                            .unwrap_or_else(|| "-".into()),
+                    );
+                    v.push(
+                        r.tests[i]
+                            .as_ref()
+                            .map(|t| format!("{:.4}", t.p_value))
+                            .unwrap_or_else(|| "-".into()),
+                    );
+                    v.push(r.verdicts[i].clone());
+                }
+                v
+            })
+            .collect();
+        let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+        b.push_str(&html_table(&header_refs, &rows, 2));
+        let _ = writeln!(
+            b,
+            "<p class=\"muted\">significant = p &lt; {ALPHA} and a change of at least {MIN_EFFECT_PCT}%. Throughput: Welch's t-test on \
+             per-interval throughput (sample size corrected for autocorrelation); latency: Mann-Whitney U on the HDR distributions; \
+             database figures: Welch's t-test on repeat values.</p>"
+        );
+        for n in &self.notes {
+            let _ = writeln!(b, "<p class=\"warn\">{}</p>", escape(n));
+        }
+        html_page("dbio compare", &b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::RunStatus;
+    use crate::stats::{encode_histogram, new_histogram};
+    use crate::summary::StepKey;
+
+    fn step(readers: u32, ops: f64, latency_shift: u64) -> StepSummary {
+        let mut h = new_histogram();
+        for v in 100..600u64 {
+            h.saturating_record(v + latency_shift);
+        }
+        StepSummary {
+            key: StepKey {
+                readers,
+                writers: 0,
+                update_pct: 0,
+            },
+            step: format!("r{readers}-w0"),
+            repeats: 1,
+            status: RunStatus::Ok,
+            elapsed_s: 10.0,
+            client_ops_per_s: Stat::of(vec![ops]).unwrap(),
+            client_read_p50_us: Stat::of(vec![350.0 + latency_shift as f64]),
+            client_read_p99_us: Stat::of(vec![595.0 + latency_shift as f64]),
+            db_read_iops: Stat::of(vec![ops * 64.0]),
+            db_write_iops: None,
+            db_avg_read_latency_us: None,
+            device_read_iops: None,
+            physical_read_ratio: None,
+            top_wait: None,
+            interval_ops_per_s: (0..10).map(|i| ops + (i % 3) as f64).collect(),
+            read_histogram: encode_histogram(&h),
+            results: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn set(label: &str, steps: Vec<StepSummary>) -> StepSet {
+        StepSet {
+            label: label.into(),
+            path: label.into(),
+            steps,
+        }
+    }
+
+    #[test]
+    fn a_run_against_itself_is_not_significant() {
+        let a = set("a", vec![step(1, 1000.0, 0)]);
+        let c = compare(&[a.clone(), a]);
+        for r in &c.rows {
+            assert_ne!(r.verdicts[1], "significant", "{r:?}");
+        }
+        let ops = c.rows.iter().find(|r| r.metric == "client ops/s").unwrap();
+        assert_eq!(ops.delta_pct[1], Some(0.0));
+    }
+
+    #[test]
+    fn a_real_difference_is_found_and_the_test_named() {
+        let c = compare(&[
+            set("one", vec![step(1, 1000.0, 0)]),
+            set("four", vec![step(4, 3000.0, 300)]),
+        ]);
+        let ops = c.rows.iter().find(|r| r.metric == "client ops/s").unwrap();
+        assert_eq!(ops.verdicts[1], "significant");
+        assert!(ops.tests[1].as_ref().unwrap().test.contains("Welch"));
+        let lat = c
+            .rows
+            .iter()
+            .find(|r| r.metric == "client read p50 µs")
+            .unwrap();
+        assert_eq!(lat.verdicts[1], "significant");
+        assert!(lat.tests[1].as_ref().unwrap().test.contains("Mann-Whitney"));
+        assert!(c.notes[0].contains("different shapes"));
+        let text = c.render_text();
+        assert!(text.contains("Welch") && text.contains("+200.0%"), "{text}");
+        let csv = c.render_csv();
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .starts_with("step,metric,value_1,value_2,delta_pct_2")
+        );
+    }
+
+    #[test]
+    fn ramps_match_steps_by_shape() {
+        let a = set(
+            "a",
+            vec![step(1, 100.0, 0), step(2, 200.0, 0), step(4, 300.0, 0)],
+        );
+        let b = set("b", vec![step(1, 100.0, 0), step(4, 330.0, 0)]);
+        let c = compare(&[a, b]);
+        let steps: Vec<&str> = c.rows.iter().map(|r| r.step.as_str()).collect();
+        assert!(steps.contains(&"r1-w0") && steps.contains(&"r4-w0") && !steps.contains(&"r2-w0"));
+        assert!(c.notes.iter().any(|n| n.contains("r2-w0")));
+    }
+}
