@@ -170,6 +170,16 @@ pub enum Command {
         format: String,
     },
 
+    /// Print the effective configuration (defaults, then the file) as YAML, or one value.
+    Config {
+        /// YAML config file.
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print only this dotted key's value, e.g. run.readers or container.image.
+        #[arg(long, value_name = "KEY")]
+        get: Option<String>,
+    },
+
     /// Manage a throwaway local PostgreSQL cluster (initdb + pg_ctl).
     Scratch {
         #[command(subcommand)]

@@ -124,6 +124,26 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Config { config, get } => {
+            let c = match &config {
+                Some(path) => Config::from_file(path)?,
+                None => Config::default(),
+            };
+            c.validate()?;
+            match get {
+                Some(key) => match c.get(&key) {
+                    Some(v) => println!("{v}"),
+                    None => {
+                        return Err(Failure::new(
+                            2,
+                            format!("no key `{key}` in the configuration"),
+                        ));
+                    }
+                },
+                None => print!("{}", c.to_yaml()),
+            }
+            Ok(0)
+        }
         Command::Scratch { action } => scratch_cmd(action),
         Command::Quickstart {
             config,

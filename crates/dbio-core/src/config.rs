@@ -37,6 +37,33 @@ pub struct Config {
     pub collector: CollectorConfig,
     pub ramp: RampConfig,
     pub regress: crate::regress::RegressConfig,
+    /// The PostgreSQL container scripts/nightly.sh starts when docker or podman is there.
+    pub container: ContainerConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainerConfig {
+    pub image: String,
+    /// Host port mapped to the container's 5432 (on 127.0.0.1).
+    pub port: u16,
+    pub shared_buffers: SizeSpec,
+    /// More server settings, passed as `-c name=value`.
+    pub settings: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for ContainerConfig {
+    fn default() -> Self {
+        ContainerConfig {
+            image: "postgres:17".into(),
+            port: 55432,
+            shared_buffers: SizeSpec::Bytes(128 << 20),
+            settings: std::collections::BTreeMap::from([(
+                "track_io_timing".to_string(),
+                "on".to_string(),
+            )]),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -212,6 +239,7 @@ impl Default for Config {
             collector: CollectorConfig::default(),
             ramp: RampConfig::default(),
             regress: crate::regress::RegressConfig::default(),
+            container: ContainerConfig::default(),
         }
     }
 }
@@ -304,6 +332,25 @@ impl Config {
             return Ok(Config::default());
         }
         serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))
+    }
+
+    /// The whole effective configuration as YAML (parses back with `from_yaml`).
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).unwrap_or_default()
+    }
+
+    /// The value at a dotted key (`run.readers`, `container.image`) as text: strings bare,
+    /// everything else as JSON. For scripts (`dbio config --get KEY`).
+    pub fn get(&self, key: &str) -> Option<String> {
+        let mut v = serde_json::to_value(self).ok()?;
+        for part in key.split('.') {
+            v = v.get(part)?.clone();
+        }
+        Some(match v {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Null => String::new(),
+            other => other.to_string(),
+        })
     }
 
     /// Checks every value against its allowed range; the error names the key and the range.
@@ -577,6 +624,45 @@ mod tests {
         c.run.work_unit = 101;
         let e = c.validate_run(8192).unwrap_err().to_string();
         assert!(e.contains("run.work_unit") && e.contains("1..=100"), "{e}");
+    }
+
+    #[test]
+    fn effective_config_round_trips_through_yaml() {
+        let mut c = Config::default();
+        c.run.readers = 7;
+        c.data.tablespace = Some("fast".into());
+        assert_eq!(Config::from_yaml(&c.to_yaml()).unwrap(), c);
+    }
+
+    #[test]
+    fn dotted_keys_read_values_for_scripts() {
+        let c =
+            Config::from_yaml("container:\n  image: postgres:16\nrun:\n  readers: 3\n").unwrap();
+        assert_eq!(c.get("container.image").as_deref(), Some("postgres:16"));
+        assert_eq!(c.get("run.readers").as_deref(), Some("3"));
+        assert_eq!(c.get("container.shared_buffers").as_deref(), Some("128MB"));
+        assert_eq!(c.get("run.nope"), None);
+    }
+
+    /// Every preset in configs/ parses and validates, so none rots.
+    #[test]
+    fn every_preset_in_configs_is_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+                continue;
+            }
+            let c = Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            c.validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen += 1;
+        }
+        assert!(seen >= 4, "configs/ holds {seen} presets");
+        let ramp = Config::from_file(&dir.join("ramp-readers.yaml")).unwrap();
+        assert_eq!(ramp.ramp.readers, vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert_eq!(ramp.ramp.writers, Some(vec![0]));
     }
 
     #[test]
