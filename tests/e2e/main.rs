@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod collector;
+mod faults;
 mod ramp;
 mod run;
 mod scratch;

@@ -445,6 +445,9 @@ pub struct CommonArgs {
     /// Give up connecting after this long [config: target.connect_timeout]
     #[arg(long, value_name = "DUR")]
     pub connect_timeout: Option<Dur>,
+    /// Cancel a session's statement (lock waits included) after this long; 0s = never [config: target.statement_timeout]
+    #[arg(long, value_name = "DUR")]
+    pub statement_timeout: Option<Dur>,
 }
 
 /// The data-set keys shared by setup and check.
@@ -476,6 +479,9 @@ impl CommonArgs {
     pub fn apply(&self, c: &mut Config) {
         if let Some(t) = self.connect_timeout {
             c.target.connect_timeout = t;
+        }
+        if let Some(t) = self.statement_timeout {
+            c.target.statement_timeout = t;
         }
     }
 }

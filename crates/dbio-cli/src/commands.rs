@@ -604,7 +604,13 @@ pub async fn run_benchmark(
         r.readers, r.writers, pre.info.version
     );
     let sessions = interruptible(
-        run::open_sessions(target, &specs, r.redo_stress, major),
+        run::open_sessions(
+            target,
+            &specs,
+            r.redo_stress,
+            major,
+            config.target.statement_timeout.0,
+        ),
         "run",
     )
     .await?;

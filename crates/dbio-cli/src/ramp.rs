@@ -163,6 +163,12 @@ pub async fn ramp(
                                 summaries.extend(summarize(&results, paths.clone()));
                                 break 'steps;
                             }
+                            // The server may be restarting: give it the connect timeout to come back.
+                            if !target.wait_ready(config.target.connect_timeout.0).await {
+                                line(
+                                    "ramp: the server does not accept connections after the failed step",
+                                );
+                            }
                         }
                     }
                 }

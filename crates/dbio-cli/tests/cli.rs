@@ -118,3 +118,37 @@ fn report_refuses_malformed_truncated_and_future_results_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("cannot read it"), "{}", err(&out));
 }
+
+#[test]
+fn compare_and_regress_refuse_bad_inputs_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let truncated = dir.path().join("truncated.json");
+    std::fs::write(
+        &truncated,
+        "{\"format\": 1, \"kind\": \"ramp\", \"steps\": [",
+    )
+    .unwrap();
+    let future = dir.path().join("future.json");
+    std::fs::write(
+        &future,
+        "{\"format\": 7, \"kind\": \"ramp\", \"steps\": []}",
+    )
+    .unwrap();
+    let t = truncated.to_str().unwrap();
+    let f = future.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["compare", t, t], "invalid JSON"),
+        (vec!["compare", f, f], "newer than this dbio"),
+        (vec!["regress", "--baseline", t, f], "invalid JSON"),
+        (
+            vec!["regress", "--baseline", "/nonexistent/ramp.json", t],
+            "cannot read it",
+        ),
+    ] {
+        let out = dbio(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", err(&out));
+        assert!(err(&out).contains(needle), "{args:?}: {}", err(&out));
+    }
+    let out = dbio(&["compare", t]);
+    assert_eq!(out.status.code(), Some(2), "compare needs two inputs");
+}

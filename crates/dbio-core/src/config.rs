@@ -131,6 +131,9 @@ pub struct TargetConfig {
     pub dsn: Option<String>,
     /// How long a connection attempt may take before dbio gives up.
     pub connect_timeout: Dur,
+    /// Longest a session's statement may run (lock waits included) before the server
+    /// cancels it and the session counts an error; 0s = no limit.
+    pub statement_timeout: Dur,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -249,6 +252,7 @@ impl Default for TargetConfig {
         TargetConfig {
             dsn: None,
             connect_timeout: Dur(Duration::from_secs(10)),
+            statement_timeout: Dur(Duration::ZERO),
         }
     }
 }
@@ -663,6 +667,87 @@ mod tests {
         let ramp = Config::from_file(&dir.join("ramp-readers.yaml")).unwrap();
         assert_eq!(ramp.ramp.readers, vec![1, 2, 4, 8, 16, 32, 64, 128]);
         assert_eq!(ramp.ramp.writers, Some(vec![0]));
+    }
+
+    /// Bounded fuzzing: thousands of mutations of a valid config (bytes dropped, inserted or
+    /// swapped, lines shuffled, values replaced) must each parse or fail with a message:
+    /// never panic, and never a message without text.
+    #[test]
+    fn mutated_configs_never_panic() {
+        use rand::rngs::SmallRng;
+        use rand::{RngExt, SeedableRng};
+        let valid = "target:\n  dsn: \"host=h port=5432\"\n  connect_timeout: 5s\ndata:\n  schemas: 2\n  scale: 64MB\n\
+                     run:\n  readers: 4\n  run_time: 30s\n  hot_spot: { size: 8MB, offset: 1MB, frequency: 3 }\n\
+                     ramp:\n  readers: [1, 2, 4]\nregress:\n  steps: { r1-w0: { max_iops_drop_pct: 5 } }\n";
+        let junk = [
+            "", ":", "- ", "[", "]", "{", "}", "\"", "'", "\t", "  ", "\n", "-1", "1e99", "0x10",
+            "64XB", "~", "&a", "*a", "!!str", "#",
+        ];
+        let mut rng = SmallRng::seed_from_u64(0xD810);
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let mut n = 0;
+        while n < 5000 && std::time::Instant::now() < deadline {
+            let mut text: Vec<char> = valid.chars().collect();
+            for _ in 0..rng.random_range(1..6u32) {
+                let at = rng.random_range(0..text.len().max(1));
+                match rng.random_range(0..4u32) {
+                    0 if !text.is_empty() => {
+                        text.remove(at.min(text.len() - 1));
+                    }
+                    1 => {
+                        let j = junk[rng.random_range(0..junk.len())];
+                        for (k, ch) in j.chars().enumerate() {
+                            text.insert((at + k).min(text.len()), ch);
+                        }
+                    }
+                    2 if text.len() > 1 => {
+                        let (a, b) = (at.min(text.len() - 1), rng.random_range(0..text.len()));
+                        text.swap(a, b);
+                    }
+                    _ => text.insert(at.min(text.len()), char::from(rng.random_range(32u8..127))),
+                }
+            }
+            let text: String = text.into_iter().collect();
+            let parsed = std::panic::catch_unwind(|| {
+                Config::from_yaml(&text).map(|c| c.validate().map_err(|e| e.to_string()))
+            });
+            match parsed {
+                Err(_) => panic!("config parsing panicked on:\n{text}"),
+                Ok(Err(msg)) | Ok(Ok(Err(msg))) => {
+                    assert!(!msg.trim().is_empty(), "empty error for:\n{text}")
+                }
+                Ok(Ok(Ok(()))) => {}
+            }
+            n += 1;
+        }
+        assert!(n >= 500, "only {n} cases in the time budget");
+    }
+
+    #[test]
+    fn random_unit_strings_never_panic_and_sizes_round_trip() {
+        use crate::units::{parse_duration, parse_size};
+        use rand::rngs::SmallRng;
+        use rand::{RngExt, SeedableRng};
+        let alphabet: Vec<char> = "0123456789.,_ kKmMgGtTbBiIlocsuµhnx-+e".chars().collect();
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let len = rng.random_range(0..12usize);
+            let s: String = (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            let size = std::panic::catch_unwind(|| parse_size(&s))
+                .unwrap_or_else(|_| panic!("parse_size panicked on {s:?}"));
+            if let Ok(v) = size {
+                assert_eq!(parse_size(&v.to_string()), Ok(v), "{s:?}");
+            } else if let Err(e) = size {
+                assert!(!e.is_empty());
+            }
+            let d = std::panic::catch_unwind(|| parse_duration(&s))
+                .unwrap_or_else(|_| panic!("parse_duration panicked on {s:?}"));
+            if let Err(e) = d {
+                assert!(!e.is_empty());
+            }
+        }
     }
 
     #[test]

@@ -105,8 +105,13 @@ pub fn render_text(r: &RunResult) -> String {
     if let (Some(cpu), Some(per)) = (&r.client.cpu, r.client.cpu_ms_per_1000_ops) {
         let _ = writeln!(
             o,
-            "client CPU {:.2} s user + {:.2} s system = {per:.1} ms per 1,000 operations",
-            cpu.user_s, cpu.system_s
+            "client CPU {:.2} s user + {:.2} s system = {per:.1} ms per 1,000 operations{}",
+            cpu.user_s,
+            cpu.system_s,
+            r.client
+                .max_rss_kib
+                .map(|k| format!("; peak memory {:.1} MiB", k as f64 / 1024.0))
+                .unwrap_or_default()
         );
     }
     let _ = writeln!(o);

@@ -108,6 +108,8 @@ pub struct ClientMetrics {
     pub cpu: Option<CpuUsage>,
     /// (user + system) CPU milliseconds per 1,000 operations.
     pub cpu_ms_per_1000_ops: Option<f64>,
+    /// dbio's peak resident memory (getrusage ru_maxrss), KiB.
+    pub max_rss_kib: Option<u64>,
 }
 
 /// What the backend knows about the target and data set, for the result's environment.
@@ -190,6 +192,7 @@ impl RunResult {
                 ops_per_s: rate(ops),
                 cpu: outcome.client_cpu,
                 cpu_ms_per_1000_ops: cpu_ms,
+                max_rss_kib: crate::driver::max_rss_kib(),
                 read,
                 update,
             },

@@ -226,6 +226,21 @@ impl Target {
         Ok(client)
     }
 
+    /// Waits until the server accepts a connection again (after a restart), trying every
+    /// 200 ms for up to `timeout`; true when it does.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.connect("dbio-wait").await.is_ok() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     fn connect_error(&self, e: &tokio_postgres::Error) -> PgError {
         if let Some(db) = e.as_db_error() {
             let code = db.code().code();

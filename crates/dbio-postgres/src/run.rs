@@ -18,7 +18,7 @@ use crate::error::{PgError, Result};
 use crate::maintenance;
 use crate::marker::{self, LoadState, Ownership};
 use crate::server::{ServerInfo, server_info};
-use crate::session::PgSession;
+use crate::session::{PgSession, SessionOptions};
 use crate::sql;
 
 /// What the run needs to know about the target before it starts.
@@ -203,14 +203,19 @@ pub async fn open_sessions(
     specs: &[SessionSpec],
     redo_stress: RedoStress,
     major: i32,
+    statement_timeout: std::time::Duration,
 ) -> Result<Vec<(SessionSpec, PgSession)>> {
-    let heavy = redo_stress == RedoStress::Heavy;
+    let opts = SessionOptions {
+        heavy: redo_stress == RedoStress::Heavy,
+        major,
+        statement_timeout,
+    };
     let mut tasks = JoinSet::new();
     for spec in specs {
         let target = target.clone();
         let spec = spec.clone();
         tasks.spawn(async move {
-            let s = PgSession::open(&target, &spec.name, &spec.schema, heavy, major).await?;
+            let s = PgSession::open(&target, &spec.name, &spec.schema, &opts).await?;
             Ok::<_, PgError>((spec, s))
         });
     }

@@ -530,6 +530,22 @@ pub fn kill_immediate(cluster: &ScratchCluster) -> Result<()> {
     Ok(())
 }
 
+/// Restarts the server (fast shutdown: sessions are disconnected), same port and settings.
+pub fn restart(cluster: &ScratchCluster) -> Result<()> {
+    let data = cluster.state.data_dir.display().to_string();
+    let log = cluster.log_file().display().to_string();
+    run(
+        &mut server_command(
+            &cluster.state.bin.dir.join("pg_ctl"),
+            &[
+                "restart", "-w", "-t", "60", "-m", "fast", "-D", &data, "-l", &log,
+            ],
+        ),
+        "pg_ctl restart",
+    )?;
+    Ok(())
+}
+
 /// Waits until the server accepts connections or `timeout` passes.
 pub fn wait_ready(cluster: &ScratchCluster, timeout: Duration) -> bool {
     let deadline = std::time::Instant::now() + timeout;

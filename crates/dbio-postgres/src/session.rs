@@ -8,6 +8,15 @@ use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
 
+/// How sessions are opened.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionOptions {
+    /// Updates set every filler column (redo stress heavy).
+    pub heavy: bool,
+    pub major: i32,
+    pub statement_timeout: std::time::Duration,
+}
+
 pub struct PgSession {
     client: Client,
     read: Statement,
@@ -26,10 +35,21 @@ impl PgSession {
         target: &Target,
         application_name: &str,
         schema: &str,
-        heavy: bool,
-        major: i32,
+        opts: &SessionOptions,
     ) -> Result<PgSession> {
+        let (heavy, major) = (opts.heavy, opts.major);
         let client = target.connect(application_name).await?;
+        if !opts.statement_timeout.is_zero() {
+            client
+                .batch_execute(&format!(
+                    "SET statement_timeout = {}",
+                    opts.statement_timeout.as_millis()
+                ))
+                .await
+                .map_err(|e| {
+                    PgError::from_db(format!("{application_name}: setting statement_timeout"), &e)
+                })?;
+        }
         let io_timing = match client.batch_execute("SET track_io_timing = on").await {
             Ok(()) => true,
             Err(_) => client
