@@ -2,6 +2,7 @@
 //! binary against it, and checks the result with the server's own catalog and counters.
 
 mod bad_input;
+mod calibrate;
 mod collector;
 mod faults;
 mod ramp;

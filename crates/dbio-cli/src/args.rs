@@ -170,6 +170,54 @@ pub enum Command {
         format: String,
     },
 
+    /// Measure the raw device (Orion-style): small random I/O IOPS and latency and large
+    /// I/O MB/s at each load level, O_DIRECT, without a database.
+    ///
+    /// Writes summary.txt ("Maximum Small IOPS=N @ Small=L", ...), iops.csv, mbps.csv,
+    /// lat.csv, calibrate.json (with the HDR histograms) and iops.svg, latency.svg, mbps.svg
+    /// to --out (default results/<UTC timestamp>-calibrate/). Give calibrate.json to `run` or
+    /// `ramp` with --calibration to see database and device side by side.
+    Calibrate {
+        /// File or block device to measure.
+        #[arg(long, value_name = "FILE|DEVICE")]
+        path: PathBuf,
+        /// Size to create, or how much of the file or device to use.
+        #[arg(long, value_name = "SIZE")]
+        size: Option<SizeSpec>,
+        /// Create the file with real (non-sparse) data first; needs --size.
+        #[arg(long)]
+        create: bool,
+        /// Small I/O size.
+        #[arg(long, value_name = "SIZE", default_value = "8kB")]
+        block: SizeSpec,
+        /// Large I/O size.
+        #[arg(long, value_name = "SIZE", default_value = "1MB")]
+        large: SizeSpec,
+        /// Load levels: outstanding I/Os.
+        #[arg(
+            long,
+            value_name = "LIST",
+            value_delimiter = ',',
+            default_value = "1,2,4,8,16,32"
+        )]
+        levels: Vec<u32>,
+        /// Time per point.
+        #[arg(long, value_name = "DUR", default_value = "10s")]
+        duration: Dur,
+        /// Percent of small I/Os that are writes (default none).
+        #[arg(long, value_name = "P", default_value = "0")]
+        write_pct: u32,
+        /// Allow writes to a block device, destroying its data.
+        #[arg(long)]
+        destroy_data: bool,
+        /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite).
+        #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync"])]
+        engine: String,
+        /// Result folder.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+
     /// Print the effective configuration (defaults, then the file) as YAML, or one value.
     Config {
         /// YAML config file.
@@ -289,6 +337,9 @@ pub struct RunArgs {
     /// Wait-sampler period [config: collector.sample_period; default 100ms]
     #[arg(long, value_name = "DUR")]
     pub sample_period: Option<Dur>,
+    /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
     /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -424,6 +475,9 @@ impl RunArgs {
             r.vacuum = false;
         }
 
+        if let Some(v) = &self.calibration {
+            r.calibration = Some(v.clone());
+        }
         if let Some(v) = &self.out {
             r.out = Some(v.clone());
         }

@@ -144,6 +144,34 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Calibrate {
+            path,
+            size,
+            create,
+            block,
+            large,
+            levels,
+            duration,
+            write_pct,
+            destroy_data,
+            engine: _,
+            out,
+        } => {
+            let opts = dbio_calibrate::CalibrateOptions {
+                path,
+                size: size.map(|s| s.to_bytes(DEFAULT_BLOCK_SIZE)),
+                create,
+                block: block.to_bytes(DEFAULT_BLOCK_SIZE),
+                large: large.to_bytes(DEFAULT_BLOCK_SIZE),
+                levels,
+                duration: duration.0,
+                write_pct,
+                destroy_data,
+                engine: dbio_calibrate::Engine::Psync,
+                seed: 1,
+            };
+            crate::calibrate::calibrate_cmd(&opts, out, quiet)
+        }
         Command::Scratch { action } => scratch_cmd(action),
         Command::Quickstart {
             config,
@@ -572,6 +600,13 @@ pub async fn run_benchmark(
 ) -> Result<RunResult, Failure> {
     let quiet = output.quiet;
     config.validate_run(DEFAULT_BLOCK_SIZE)?;
+    let calibration = match &config.run.calibration {
+        Some(file) => Some((
+            file.display().to_string(),
+            dbio_calibrate::Calibration::read(file).map_err(|e| Failure::new(2, e))?,
+        )),
+        None => None,
+    };
     let schema_names = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE).schema_names();
     let r = &config.run;
     let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
@@ -671,6 +706,11 @@ pub async fn run_benchmark(
     recorded.run.out = Some(out_dir.clone());
     let mut warnings = pre.warnings;
     warnings.extend(collected.warnings);
+    let db_read_iops = collected.db.as_ref().map(|d| d.read_iops);
+    let db_latency = collected.db.as_ref().and_then(|d| d.avg_read_latency_us);
+    let calibration_compare = calibration.as_ref().and_then(|(file, c)| {
+        crate::calibrate::compare_at(file, c, r.readers.max(1), db_read_iops, db_latency)
+    });
     let mut result = RunResult::build(
         RunContext {
             config: recorded,
@@ -683,6 +723,7 @@ pub async fn run_benchmark(
     result.db = collected.db;
     result.waits = collected.waits;
     result.device = collected.device;
+    result.calibration = calibration_compare;
     let text = report::render_text(&result);
     result.write_json(&out_dir)?;
     dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;

@@ -2,6 +2,7 @@
 //! tests can drive the whole CLI in-process.
 
 mod args;
+mod calibrate;
 mod commands;
 mod progress;
 mod ramp;
@@ -37,6 +38,12 @@ impl From<dbio_core::CoreError> for Failure {
 
 impl From<dbio_postgres::PgError> for Failure {
     fn from(e: dbio_postgres::PgError) -> Self {
+        Failure::new(e.exit_code(), e.to_string())
+    }
+}
+
+impl From<dbio_calibrate::CalibrateError> for Failure {
+    fn from(e: dbio_calibrate::CalibrateError) -> Self {
         Failure::new(e.exit_code(), e.to_string())
     }
 }

@@ -430,6 +430,8 @@ mod tests {
             db_avg_read_latency_us: None,
             device_read_iops: None,
             physical_read_ratio: None,
+            raw_device_iops: None,
+            db_to_raw_iops_ratio: None,
             top_wait: None,
             interval_ops_per_s: (0..10).map(|i| ops + (i % 3) as f64).collect(),
             read_histogram: encode_histogram(&h),

@@ -227,6 +227,9 @@ pub struct RunConfig {
     /// Before the window, VACUUM (FREEZE, ANALYZE) every table that changed since its last
     /// VACUUM (after a run with updates) and CHECKPOINT, so each run starts clean.
     pub vacuum: bool,
+    /// A calibrate.json from `dbio calibrate`: the report puts the raw device's IOPS and
+    /// latency at the same load next to the database's.
+    pub calibration: Option<PathBuf>,
     /// Result folder; default `results/<UTC timestamp>-<label>/`.
     pub out: Option<PathBuf>,
     pub label: Option<String>,
@@ -310,6 +313,7 @@ impl Default for RunConfig {
             interval: Dur(Duration::from_secs(1)),
             on_error: OnError::Abort,
             vacuum: true,
+            calibration: None,
             out: None,
             label: None,
         }

@@ -143,6 +143,24 @@ impl DbMetrics {
     }
 }
 
+/// The run's database reads next to the raw device's, measured by `dbio calibrate` at the
+/// same number of outstanding I/Os (load level = reader sessions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationCompare {
+    /// The calibrate.json used.
+    pub file: String,
+    /// The load level compared (the readers, or the nearest level below).
+    pub level: u32,
+    pub raw_small_iops: f64,
+    pub raw_mean_latency_us: Option<f64>,
+    pub raw_p99_latency_us: Option<u64>,
+    pub db_read_iops: Option<f64>,
+    /// DB read IOPS / raw device IOPS at that level.
+    pub iops_ratio: Option<f64>,
+    /// DB average read latency / raw device mean latency.
+    pub latency_ratio: Option<f64>,
+}
+
 /// Below this share of database reads reaching the device, the run measured the page cache.
 pub const MIN_PHYSICAL_RATIO: f64 = 0.5;
 

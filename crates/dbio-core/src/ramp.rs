@@ -48,6 +48,8 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "client_read_p99_us",
         "device_read_iops",
         "physical_read_ratio",
+        "raw_device_iops",
+        "db_to_raw_iops_ratio",
         "top_wait",
     ];
     let rows = r
@@ -81,6 +83,12 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
                     .unwrap_or_default(),
                 f1(&s.device_read_iops),
                 s.physical_read_ratio
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_default(),
+                s.raw_device_iops
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_default(),
+                s.db_to_raw_iops_ratio
                     .map(|v| format!("{v:.2}"))
                     .unwrap_or_default(),
                 s.top_wait.clone().unwrap_or_default(),

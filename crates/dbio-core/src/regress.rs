@@ -275,6 +275,8 @@ mod tests {
             db_avg_read_latency_us: Stat::of(vec![latency]),
             device_read_iops: None,
             physical_read_ratio: None,
+            raw_device_iops: None,
+            db_to_raw_iops_ratio: None,
             top_wait: None,
             interval_ops_per_s: vec![],
             read_histogram: String::new(),

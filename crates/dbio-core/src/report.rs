@@ -289,6 +289,21 @@ fn db_sections(o: &mut String, r: &RunResult) {
             let _ = writeln!(o, "  device: not measured (see the warnings)");
         }
     }
+    if let Some(c) = &r.calibration {
+        let _ = writeln!(
+            o,
+            "  raw device (dbio calibrate, {}, level {}): {:.1} IOPS, mean {} µs, p99 {} µs; database/raw: IOPS {}, latency {}",
+            c.file,
+            c.level,
+            c.raw_small_iops,
+            opt(c.raw_mean_latency_us, 1),
+            c.raw_p99_latency_us
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into()),
+            opt(c.iops_ratio, 2),
+            opt(c.latency_ratio, 2)
+        );
+    }
     let line = db.io_event_line("IO:DataFileRead");
     let _ = writeln!(o);
     let _ = writeln!(o, "Run | Event | Waits | Time(s) | Latency(µs) | IOPS");

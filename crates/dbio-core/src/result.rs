@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Engine};
-use crate::dbstats::{DbMetrics, DeviceMetrics, WaitProfile};
+use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
 use crate::stats::{LatencySummary, encode_histogram};
@@ -39,6 +39,9 @@ pub struct RunResult {
     pub waits: Option<WaitProfile>,
     /// OS device statistics when the server is local.
     pub device: Option<DeviceMetrics>,
+    /// The raw device's figures at the same load (`--calibration FILE`).
+    #[serde(default)]
+    pub calibration: Option<CalibrationCompare>,
     pub warnings: Vec<String>,
 }
 
@@ -201,6 +204,7 @@ impl RunResult {
             db: None,
             waits: None,
             device: None,
+            calibration: None,
             warnings,
         }
     }

@@ -82,6 +82,11 @@ pub struct StepSummary {
     pub db_avg_read_latency_us: Option<Stat>,
     pub device_read_iops: Option<Stat>,
     pub physical_read_ratio: Option<f64>,
+    /// Raw device IOPS at this step's load (from `--calibration`), and DB read IOPS over it.
+    #[serde(default)]
+    pub raw_device_iops: Option<f64>,
+    #[serde(default)]
+    pub db_to_raw_iops_ratio: Option<f64>,
     pub top_wait: Option<String>,
     /// Throughput of every full interval of every repeat (ops/s), for the throughput test.
     pub interval_ops_per_s: Vec<f64>,
@@ -151,6 +156,9 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         db_avg_read_latency_us: collect(&|r| r.db.as_ref().and_then(|d| d.avg_read_latency_us)),
         device_read_iops: collect(&|r| r.device.as_ref().map(|d| d.reads_per_s)),
         physical_read_ratio: collect(&|r| r.device.as_ref().and_then(|d| d.physical_read_ratio))
+            .map(|s| s.mean),
+        raw_device_iops: first.calibration.as_ref().map(|c| c.raw_small_iops),
+        db_to_raw_iops_ratio: collect(&|r| r.calibration.as_ref().and_then(|c| c.iops_ratio))
             .map(|s| s.mean),
         top_wait: first
             .waits

@@ -4,7 +4,7 @@
 use dbio_core::driver::{Canceller, OpError, Session};
 use tokio_postgres::{CancelToken, Client, NoTls, Statement};
 
-use crate::conn::Target;
+use crate::conn::{CloseReason, Target};
 use crate::error::{PgError, Result};
 use crate::sql;
 
@@ -25,6 +25,7 @@ pub struct PgSession {
     major: i32,
     /// track_io_timing is on in this session (dbio set it, or the server had it on).
     pub io_timing: bool,
+    closed: CloseReason,
 }
 
 impl PgSession {
@@ -38,7 +39,7 @@ impl PgSession {
         opts: &SessionOptions,
     ) -> Result<PgSession> {
         let (heavy, major) = (opts.heavy, opts.major);
-        let client = target.connect(application_name).await?;
+        let (client, closed) = target.connect_watched(application_name).await?;
         if !opts.statement_timeout.is_zero() {
             client
                 .batch_execute(&format!(
@@ -93,17 +94,22 @@ impl PgSession {
             cancel,
             major,
             io_timing,
+            closed,
         })
     }
 }
 
-fn op_error(e: tokio_postgres::Error) -> OpError {
+/// The operation's error; for a closed connection, with the reason the server gave.
+fn op_error(e: tokio_postgres::Error, closed: &CloseReason) -> OpError {
     let fatal = e.is_closed()
         || e.as_db_error()
             .is_some_and(|d| d.code().code().starts_with("57P"));
-    let message = match e.as_db_error() {
-        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-        None => crate::error::source_chain(&e),
+    let message = match (e.as_db_error(), closed.get()) {
+        (Some(db), _) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        (None, Some(reason)) if e.is_closed() => {
+            format!("connection closed by the server: {reason}")
+        }
+        (None, _) => crate::error::source_chain(&e),
     };
     OpError { message, fatal }
 }
@@ -114,8 +120,8 @@ impl Session for PgSession {
             .client
             .query_one(&self.read, &[&lo, &hi])
             .await
-            .map_err(op_error)?;
-        let n: i64 = row.try_get(0).map_err(op_error)?;
+            .map_err(|e| op_error(e, &self.closed))?;
+        let n: i64 = row.try_get(0).map_err(|e| op_error(e, &self.closed))?;
         Ok(n as u64)
     }
 
@@ -123,7 +129,7 @@ impl Session for PgSession {
         self.client
             .execute(&self.update, &[&lo, &hi, &value])
             .await
-            .map_err(op_error)
+            .map_err(|e| op_error(e, &self.closed))
     }
 
     /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before

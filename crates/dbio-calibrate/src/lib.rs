@@ -1,0 +1,650 @@
+//! dbio-calibrate: what the storage does without a database, the way Oracle's Orion measures
+//! it. At each load level (outstanding I/Os), small random reads give IOPS and a latency
+//! distribution, large random reads give MB/s. Every I/O is O_DIRECT, so the page cache never
+//! answers; the psync engine keeps `level` I/Os outstanding with `level` threads doing
+//! pread(2)/pwrite(2).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dbio_core::stats::{LatencySummary, encode_histogram, new_histogram};
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CalibrateError {
+    /// Bad usage: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+}
+
+impl CalibrateError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CalibrateError::Usage(_) => 2,
+            CalibrateError::Io { .. } => 1,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, CalibrateError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// One thread per outstanding I/O, pread/pwrite.
+    Psync,
+}
+
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
+    pub path: PathBuf,
+    /// Size to create, or the part of an existing file or device to use.
+    pub size: Option<u64>,
+    pub create: bool,
+    pub block: u64,
+    pub large: u64,
+    pub levels: Vec<u32>,
+    pub duration: Duration,
+    /// Percent of the small I/Os that are writes.
+    pub write_pct: u32,
+    /// Writes to a block device destroy its data; required to allow them.
+    pub destroy_data: bool,
+    pub engine: Engine,
+    pub seed: u64,
+}
+
+/// One load level's measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub level: u32,
+    pub small_iops: f64,
+    pub small_latency_us: Option<LatencySummary>,
+    /// HDR histogram of the small I/Os' latency in µs (V2 + deflate, base64).
+    pub small_histogram: String,
+    pub large_mbps: f64,
+    pub large_latency_us: Option<LatencySummary>,
+    pub large_histogram: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub format: u32,
+    /// Always "calibrate".
+    pub kind: String,
+    pub path: String,
+    pub device_kind: String,
+    pub size_bytes: u64,
+    pub block_bytes: u64,
+    pub large_bytes: u64,
+    pub engine: Engine,
+    pub direct_io: bool,
+    pub write_pct: u32,
+    pub seconds_per_point: f64,
+    pub points: Vec<Point>,
+}
+
+/// A buffer aligned for O_DIRECT (4096 bytes, the largest common logical block size).
+struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+const ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let layout = std::alloc::Layout::from_size_align(len.max(ALIGN), ALIGN)
+            .unwrap_or_else(|_| std::process::abort());
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, len }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr points to `len` initialised bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr points to `len` initialised bytes owned exclusively by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len.max(ALIGN), ALIGN)
+            .unwrap_or_else(|_| std::process::abort());
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+// SAFETY: the buffer is plain memory owned by one thread at a time.
+unsafe impl Send for AlignedBuf {}
+
+fn io_err(path: &Path, e: std::io::Error) -> CalibrateError {
+    CalibrateError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Refuses memory filesystems: tmpfs accepts O_DIRECT since Linux 6.6, but what it measures
+/// is memory, not a device (statfs f_type TMPFS_MAGIC / RAMFS_MAGIC).
+fn refuse_memory_fs(path: &Path) -> Result<()> {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let probe = if path.exists() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let Ok(c_path) = std::ffi::CString::new(probe.as_os_str().as_encoded_bytes()) else {
+        return Ok(());
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: statfs writes a full struct into the pointer for a NUL-terminated path.
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return Ok(());
+    }
+    // SAFETY: statfs returned 0, so the struct is initialised.
+    let f_type = unsafe { st.assume_init() }.f_type as i64;
+    if f_type == TMPFS_MAGIC || f_type == RAMFS_MAGIC {
+        return Err(CalibrateError::Usage(format!(
+            "{} is on a memory filesystem (tmpfs/ramfs), which has no O_DIRECT device behind it: calibration measures storage; use a file on the disk you want to measure",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Opens with O_DIRECT; a filesystem without it gets a clear usage error.
+fn open_direct(path: &Path, write: bool) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                CalibrateError::Usage(format!(
+                    "{} does not support O_DIRECT (tmpfs or another memory filesystem?): calibration must bypass the page cache; use a file on the disk you want to measure",
+                    path.display()
+                ))
+            } else {
+                io_err(path, e)
+            }
+        })
+}
+
+/// Writes `size` bytes of real (not sparse, not zero) data, with O_DIRECT.
+fn create_file(path: &Path, size: u64, seed: u64) -> Result<()> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+    }
+    // Create it plainly first: O_DIRECT with O_CREAT fails on some filesystems.
+    File::create(path).map_err(|e| io_err(path, e))?;
+    let f = open_direct(path, true)?;
+    let chunk = 1 << 20;
+    let mut buf = AlignedBuf::new(chunk);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut off = 0u64;
+    while off < size {
+        rng.fill(buf.as_mut_slice());
+        f.write_all_at(buf.as_slice(), off)
+            .map_err(|e| io_err(path, e))?;
+        off += chunk as u64;
+    }
+    f.sync_all().map_err(|e| io_err(path, e))
+}
+
+/// Size of a block device (BLKGETSIZE64) or a file.
+fn size_of(path: &Path, f: &File, is_block: bool) -> Result<u64> {
+    if is_block {
+        let mut bytes: u64 = 0;
+        // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+        const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+        use std::os::fd::AsRawFd;
+        // SAFETY: the ioctl writes one u64 into `bytes`.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut bytes) };
+        if rc != 0 {
+            return Err(io_err(path, std::io::Error::last_os_error()));
+        }
+        Ok(bytes)
+    } else {
+        Ok(f.metadata().map_err(|e| io_err(path, e))?.len())
+    }
+}
+
+fn validate(o: &CalibrateOptions) -> Result<()> {
+    for (name, v) in [("--block", o.block), ("--large", o.large)] {
+        if v == 0 || v % ALIGN as u64 != 0 {
+            return Err(CalibrateError::Usage(format!(
+                "{name} must be a multiple of 4096 bytes (O_DIRECT alignment), not {v}"
+            )));
+        }
+    }
+    if o.levels.is_empty() || o.levels.iter().any(|l| *l == 0 || *l > 1024) {
+        return Err(CalibrateError::Usage(
+            "--levels must list load levels between 1 and 1024".into(),
+        ));
+    }
+    if o.write_pct > 100 {
+        return Err(CalibrateError::Usage(format!(
+            "--write-pct {} is out of range; allowed 0..=100",
+            o.write_pct
+        )));
+    }
+    if o.duration < Duration::from_millis(100) {
+        return Err(CalibrateError::Usage(
+            "--duration must be at least 100ms".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Measures every level; `progress` is told about each point as it starts.
+pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibration> {
+    validate(o)?;
+    let meta = std::fs::metadata(&o.path).ok();
+    let is_block = meta
+        .as_ref()
+        .is_some_and(|m| m.file_type().is_block_device());
+    if is_block && o.write_pct > 0 && !o.destroy_data {
+        return Err(CalibrateError::Usage(format!(
+            "{} is a block device: writes would destroy its data; add --destroy-data if that is what you want",
+            o.path.display()
+        )));
+    }
+    if !is_block {
+        refuse_memory_fs(&o.path)?;
+    }
+    if is_block && o.create {
+        return Err(CalibrateError::Usage(
+            "--create makes a file; a block device already exists".into(),
+        ));
+    }
+    if o.create {
+        let size = o.size.ok_or_else(|| {
+            CalibrateError::Usage("--create needs --size (how big a file to write)".into())
+        })?;
+        progress(&format!(
+            "writing {} MiB of data to {}",
+            size >> 20,
+            o.path.display()
+        ));
+        create_file(&o.path, size, o.seed)?;
+    } else if meta.is_none() {
+        return Err(CalibrateError::Usage(format!(
+            "{} does not exist; add --create --size SIZE to make a file there",
+            o.path.display()
+        )));
+    }
+    let f = open_direct(&o.path, o.write_pct > 0)?;
+    let full = size_of(&o.path, &f, is_block)?;
+    let size = o.size.map(|s| s.min(full)).unwrap_or(full);
+    if size < o.large.max(o.block) * 16 {
+        return Err(CalibrateError::Usage(format!(
+            "{} holds {size} bytes: too small for {}-byte I/Os; use --size of at least {} bytes",
+            o.path.display(),
+            o.large,
+            o.large * 16
+        )));
+    }
+    let mut points = Vec::new();
+    for &level in &o.levels {
+        progress(&format!(
+            "level {level}: small {} KiB random I/O for {:?}",
+            o.block >> 10,
+            o.duration
+        ));
+        let small = measure(
+            &f,
+            &o.path,
+            size,
+            o.block,
+            level,
+            o.duration,
+            o.write_pct,
+            o.seed,
+        )?;
+        progress(&format!(
+            "level {level}: large {} KiB random reads for {:?}",
+            o.large >> 10,
+            o.duration
+        ));
+        let large = measure(
+            &f,
+            &o.path,
+            size,
+            o.large,
+            level,
+            o.duration,
+            0,
+            o.seed ^ 0xA5A5,
+        )?;
+        points.push(Point {
+            level,
+            small_iops: small.ops as f64 / small.seconds,
+            small_latency_us: LatencySummary::from_histogram(&small.hist),
+            small_histogram: encode_histogram(&small.hist),
+            large_mbps: (large.ops * o.large) as f64 / large.seconds / (1 << 20) as f64,
+            large_latency_us: LatencySummary::from_histogram(&large.hist),
+            large_histogram: encode_histogram(&large.hist),
+        });
+    }
+    Ok(Calibration {
+        format: 1,
+        kind: "calibrate".into(),
+        path: o.path.display().to_string(),
+        device_kind: if is_block {
+            "block device".into()
+        } else {
+            "file".into()
+        },
+        size_bytes: size,
+        block_bytes: o.block,
+        large_bytes: o.large,
+        engine: o.engine,
+        direct_io: true,
+        write_pct: o.write_pct,
+        seconds_per_point: o.duration.as_secs_f64(),
+        points,
+    })
+}
+
+struct Measured {
+    ops: u64,
+    seconds: f64,
+    hist: Histogram<u64>,
+}
+
+/// `level` threads each keep one I/O of `bytes` at a random aligned offset outstanding.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    f: &File,
+    path: &Path,
+    size: u64,
+    bytes: u64,
+    level: u32,
+    duration: Duration,
+    write_pct: u32,
+    seed: u64,
+) -> Result<Measured> {
+    let slots = size / bytes;
+    let start = Instant::now();
+    let deadline = start + duration;
+    let results: Vec<std::result::Result<(u64, Histogram<u64>), String>> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..level)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut rng =
+                            SmallRng::seed_from_u64(seed.wrapping_add(t as u64 * 0x9E37_79B9));
+                        let mut buf = AlignedBuf::new(bytes as usize);
+                        let mut hist = new_histogram();
+                        let mut ops = 0u64;
+                        while Instant::now() < deadline {
+                            let off = rng.random_range(0..slots) * bytes;
+                            let write = write_pct > 0 && rng.random_range(0..100u32) < write_pct;
+                            let t0 = Instant::now();
+                            let r = if write {
+                                f.write_all_at(buf.as_slice(), off)
+                            } else {
+                                f.read_exact_at(buf.as_mut_slice(), off)
+                            };
+                            let us = t0.elapsed().as_micros() as u64;
+                            r.map_err(|e| e.to_string())?;
+                            hist.saturating_record(us.max(1));
+                            ops += 1;
+                        }
+                        Ok((ops, hist))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("an I/O thread panicked".into()))
+                })
+                .collect()
+        });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut hist = new_histogram();
+    let mut ops = 0;
+    for r in results {
+        let (n, h) = r.map_err(|message| CalibrateError::Io {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        ops += n;
+        let _ = hist.add(&h);
+    }
+    Ok(Measured { ops, seconds, hist })
+}
+
+impl Calibration {
+    /// Orion's summary lines.
+    pub fn summary(&self) -> String {
+        let mut o = format!(
+            "dbio calibrate {} ({}, {} MiB used), engine {:?}, O_DIRECT, {:.1} s per point, small {} KiB{}, large {} KiB\n",
+            self.path,
+            self.device_kind,
+            self.size_bytes >> 20,
+            self.engine,
+            self.seconds_per_point,
+            self.block_bytes >> 10,
+            if self.write_pct > 0 {
+                format!(" ({}% writes)", self.write_pct)
+            } else {
+                String::new()
+            },
+            self.large_bytes >> 10
+        );
+        if let Some(best) = self
+            .points
+            .iter()
+            .max_by(|a, b| a.small_iops.total_cmp(&b.small_iops))
+        {
+            o.push_str(&format!(
+                "Maximum Small IOPS={:.0} @ Small={}\n",
+                best.small_iops, best.level
+            ));
+        }
+        if let Some(min) = self
+            .points
+            .iter()
+            .filter_map(|p| p.small_latency_us.map(|l| (p.level, l.mean)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        {
+            o.push_str(&format!(
+                "Minimum Small Latency={:.2} us @ Small={}\n",
+                min.1, min.0
+            ));
+        }
+        if let Some(best) = self
+            .points
+            .iter()
+            .max_by(|a, b| a.large_mbps.total_cmp(&b.large_mbps))
+        {
+            o.push_str(&format!(
+                "Maximum Large MBPS={:.2} @ Large={}\n",
+                best.large_mbps, best.level
+            ));
+        }
+        o
+    }
+
+    pub fn iops_csv(&self) -> String {
+        let mut o = String::from("level,small_iops\n");
+        for p in &self.points {
+            o.push_str(&format!("{},{:.1}\n", p.level, p.small_iops));
+        }
+        o
+    }
+
+    pub fn mbps_csv(&self) -> String {
+        let mut o = String::from("level,large_mbps\n");
+        for p in &self.points {
+            o.push_str(&format!("{},{:.2}\n", p.level, p.large_mbps));
+        }
+        o
+    }
+
+    pub fn lat_csv(&self) -> String {
+        let mut o = String::from(
+            "level,small_p50_us,small_p90_us,small_p99_us,small_p999_us,small_mean_us\n",
+        );
+        for p in &self.points {
+            if let Some(l) = p.small_latency_us {
+                o.push_str(&format!(
+                    "{},{},{},{},{},{:.1}\n",
+                    p.level, l.p50, l.p90, l.p99, l.p999, l.mean
+                ));
+            }
+        }
+        o
+    }
+
+    /// The point measured at `level`, or the nearest level below it.
+    pub fn at_level(&self, level: u32) -> Option<&Point> {
+        self.points
+            .iter()
+            .filter(|p| p.level <= level)
+            .max_by_key(|p| p.level)
+    }
+
+    pub fn read(path: &Path) -> std::result::Result<Calibration, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("calibration {}: cannot read it: {e}", path.display()))?;
+        let c: Calibration = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "calibration {}: not a dbio calibrate.json ({e})",
+                path.display()
+            )
+        })?;
+        if c.kind != "calibrate" {
+            return Err(format!(
+                "calibration {}: not a dbio calibrate.json",
+                path.display()
+            ));
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(path: PathBuf) -> CalibrateOptions {
+        CalibrateOptions {
+            path,
+            size: Some(64 << 20),
+            create: true,
+            block: 8192,
+            large: 1 << 20,
+            levels: vec![1, 2],
+            duration: Duration::from_millis(300),
+            write_pct: 0,
+            destroy_data: false,
+            engine: Engine::Psync,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn bad_options_are_usage_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(dir.path().join("f"));
+        o.block = 1000;
+        assert_eq!(calibrate(&o, &|_| {}).unwrap_err().exit_code(), 2);
+        let mut o = opts(dir.path().join("f"));
+        o.levels = vec![];
+        assert!(
+            calibrate(&o, &|_| {})
+                .unwrap_err()
+                .to_string()
+                .contains("--levels")
+        );
+        let mut o = opts(dir.path().join("missing"));
+        o.create = false;
+        assert!(
+            calibrate(&o, &|_| {})
+                .unwrap_err()
+                .to_string()
+                .contains("--create")
+        );
+    }
+
+    #[test]
+    fn summary_lines_follow_orion() {
+        let c = Calibration {
+            format: 1,
+            kind: "calibrate".into(),
+            path: "/x".into(),
+            device_kind: "file".into(),
+            size_bytes: 1 << 30,
+            block_bytes: 8192,
+            large_bytes: 1 << 20,
+            engine: Engine::Psync,
+            direct_io: true,
+            write_pct: 0,
+            seconds_per_point: 1.0,
+            points: vec![
+                Point {
+                    level: 1,
+                    small_iops: 1000.0,
+                    small_latency_us: Some(LatencySummary {
+                        mean: 990.0,
+                        ..LatencySummary::default()
+                    }),
+                    small_histogram: String::new(),
+                    large_mbps: 100.0,
+                    large_latency_us: None,
+                    large_histogram: String::new(),
+                },
+                Point {
+                    level: 2,
+                    small_iops: 1800.0,
+                    small_latency_us: Some(LatencySummary {
+                        mean: 1100.0,
+                        ..LatencySummary::default()
+                    }),
+                    small_histogram: String::new(),
+                    large_mbps: 150.0,
+                    large_latency_us: None,
+                    large_histogram: String::new(),
+                },
+            ],
+        };
+        let s = c.summary();
+        assert!(s.contains("Maximum Small IOPS=1800 @ Small=2"), "{s}");
+        assert!(
+            s.contains("Minimum Small Latency=990.00 us @ Small=1"),
+            "{s}"
+        );
+        assert!(s.contains("Maximum Large MBPS=150.00 @ Large=2"), "{s}");
+        assert_eq!(c.at_level(3).map(|p| p.level), Some(2));
+        assert_eq!(c.at_level(0), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! `dbio calibrate`: measure the raw device, write its files; and put a run's database reads
+//! next to the device's at the same load.
+
+use std::path::PathBuf;
+
+use dbio_calibrate::{CalibrateOptions, Calibration};
+use dbio_core::chart::{Chart, Series, render_svg};
+use dbio_core::dbstats::CalibrationCompare;
+use dbio_core::result::write_atomic;
+
+use crate::Failure;
+use crate::commands::default_out_dir;
+
+pub fn calibrate_cmd(
+    opts: &CalibrateOptions,
+    out: Option<PathBuf>,
+    quiet: bool,
+) -> Result<u8, Failure> {
+    let dir = out.unwrap_or_else(|| default_out_dir(Some("calibrate")));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Failure::new(
+            2,
+            format!("cannot create the result folder {}: {e}", dir.display()),
+        )
+    })?;
+    let progress = |text: &str| {
+        if !quiet {
+            eprintln!("calibrate: {text}");
+        }
+    };
+    let c = dbio_calibrate::calibrate(opts, &progress)?;
+    let json = serde_json::to_string_pretty(&c).map_err(|e| Failure::new(1, e.to_string()))?;
+    let level = |f: &dyn Fn(&dbio_calibrate::Point) -> Option<f64>| -> Vec<(f64, f64)> {
+        c.points
+            .iter()
+            .filter_map(|p| Some((p.level as f64, f(p)?)))
+            .collect()
+    };
+    let chart = |title: &str, y: &str, series: Vec<Series>| {
+        render_svg(&Chart {
+            title: title.into(),
+            x_label: "outstanding I/Os (load level)".into(),
+            y_label: y.into(),
+            series,
+            log2_x: true,
+        })
+    };
+    let iops = chart(
+        "small random I/O: IOPS vs load",
+        "IOPS",
+        vec![Series {
+            name: format!("{} KiB IOPS", c.block_bytes >> 10),
+            points: level(&|p| Some(p.small_iops)),
+        }],
+    );
+    let latency = chart(
+        "small random I/O: latency vs load",
+        "latency (µs)",
+        vec![
+            Series {
+                name: "p50".into(),
+                points: level(&|p| p.small_latency_us.map(|l| l.p50 as f64)),
+            },
+            Series {
+                name: "p99".into(),
+                points: level(&|p| p.small_latency_us.map(|l| l.p99 as f64)),
+            },
+        ],
+    );
+    let mbps = chart(
+        "large random reads: MB/s vs load",
+        "MiB/s",
+        vec![Series {
+            name: format!("{} KiB reads", c.large_bytes >> 10),
+            points: level(&|p| Some(p.large_mbps)),
+        }],
+    );
+    let summary = c.summary();
+    for (name, body) in [
+        ("summary.txt", summary.as_str()),
+        ("iops.csv", &c.iops_csv()),
+        ("mbps.csv", &c.mbps_csv()),
+        ("lat.csv", &c.lat_csv()),
+        ("calibrate.json", &json),
+        ("iops.svg", &iops),
+        ("latency.svg", &latency),
+        ("mbps.svg", &mbps),
+    ] {
+        write_atomic(&dir.join(name), body.as_bytes())?;
+    }
+    print!("{summary}");
+    eprintln!(
+        "calibrate: summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
+        dir.display()
+    );
+    Ok(0)
+}
+
+/// The device's figures at `level` (readers) beside the database's.
+pub fn compare_at(
+    file: &str,
+    c: &Calibration,
+    level: u32,
+    db_read_iops: Option<f64>,
+    db_latency_us: Option<f64>,
+) -> Option<CalibrationCompare> {
+    let p = c.at_level(level)?;
+    let raw_mean = p.small_latency_us.map(|l| l.mean);
+    Some(CalibrationCompare {
+        file: file.to_string(),
+        level: p.level,
+        raw_small_iops: p.small_iops,
+        raw_mean_latency_us: raw_mean,
+        raw_p99_latency_us: p.small_latency_us.map(|l| l.p99),
+        db_read_iops,
+        iops_ratio: db_read_iops
+            .filter(|_| p.small_iops > 0.0)
+            .map(|d| d / p.small_iops),
+        latency_ratio: match (db_latency_us, raw_mean) {
+            (Some(d), Some(r)) if r > 0.0 => Some(d / r),
+            _ => None,
+        },
+    })
+}

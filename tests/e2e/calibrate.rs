@@ -1,0 +1,202 @@
+//! `dbio calibrate` on real files: numbers, ordering, files, the O_DIRECT and block-device
+//! refusals, and a run that reads the calibration.
+
+use std::path::PathBuf;
+
+use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr};
+use serde_json::Value;
+
+/// A folder on the real disk (not tmpfs): O_DIRECT needs it.
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dbio-calibrate-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_a_file_and_read_it_beside_a_run() {
+    let dir = disk_dir();
+    let file = dir.path().join("data");
+    let out = dir.path().join("out");
+    let o = dbio(&[
+        "calibrate",
+        "--path",
+        file.to_str().unwrap(),
+        "--create",
+        "--size",
+        "64MB",
+        "--levels",
+        "1,2",
+        "--duration",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_exit(&o, 0);
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("calibrate.json")).unwrap())
+            .unwrap();
+    assert_eq!(c["kind"], "calibrate");
+    assert_eq!(c["direct_io"], true);
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert!(
+            num(p, &["small_iops"]) > 0.0 && num(p, &["large_mbps"]) > 0.0,
+            "{p}"
+        );
+        let l = &p["small_latency_us"];
+        let (p50, p90, p99, p999) = (
+            num(l, &["p50"]),
+            num(l, &["p90"]),
+            num(l, &["p99"]),
+            num(l, &["p999"]),
+        );
+        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= p999, "{l}");
+    }
+    // Two outstanding I/Os do not give fewer IOPS than one (5% allowance for noise).
+    let (i1, i2) = (
+        num(&points[0], &["small_iops"]),
+        num(&points[1], &["small_iops"]),
+    );
+    assert!(
+        i2 >= 0.95 * i1,
+        "IOPS fell from {i1} at level 1 to {i2} at level 2"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    for line in [
+        "Maximum Small IOPS=",
+        "Minimum Small Latency=",
+        "Maximum Large MBPS=",
+    ] {
+        assert!(summary.contains(line), "{summary}");
+    }
+    for (csv, cols) in [("iops.csv", 2), ("mbps.csv", 2), ("lat.csv", 6)] {
+        let text = std::fs::read_to_string(out.join(csv)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{csv}: {text}");
+        assert!(
+            lines.iter().all(|l| l.split(',').count() == cols),
+            "{csv}: {text}"
+        );
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| l.split(',').skip(1).all(|v| v.parse::<f64>().is_ok())),
+            "{csv}"
+        );
+    }
+    for svg in ["iops.svg", "latency.svg", "mbps.svg"] {
+        roxmltree::Document::parse(&std::fs::read_to_string(out.join(svg)).unwrap())
+            .expect("SVG parses");
+    }
+
+    // A run with --calibration puts the device's figures at the same load beside its own.
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    assert_exit(
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "-q",
+        ]),
+        0,
+    );
+    let run_dir = dir.path().join("run");
+    let cal = out.join("calibrate.json");
+    assert_exit(
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "--readers",
+            "2",
+            "--run-time",
+            "1s",
+            "--calibration",
+            cal.to_str().unwrap(),
+            "-q",
+            "--out",
+            run_dir.to_str().unwrap(),
+        ]),
+        0,
+    );
+    let r = read_result(&run_dir);
+    assert_eq!(r["calibration"]["level"], 2);
+    let raw = num(&r, &["calibration", "raw_small_iops"]);
+    assert!((raw - num(&points[1], &["small_iops"])).abs() < 1e-6 * raw);
+    let ratio = num(&r, &["calibration", "iops_ratio"]);
+    assert!(
+        (ratio - num(&r, &["db", "read_iops"]) / num(&points[1], &["small_iops"])).abs() < 1e-9
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.txt")).unwrap();
+    assert!(report.contains("raw device (dbio calibrate"), "{report}");
+}
+
+#[test]
+fn a_path_without_o_direct_is_refused_clearly() {
+    let path = PathBuf::from(format!("/dev/shm/dbio-calibrate-{}", std::process::id()));
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: no /dev/shm tmpfs here");
+        return;
+    }
+    let o = dbio(&[
+        "calibrate",
+        "--path",
+        path.to_str().unwrap(),
+        "--create",
+        "--size",
+        "32MB",
+        "--levels",
+        "1",
+        "--duration",
+        "1s",
+        "-q",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("memory filesystem") || e.contains("does not support O_DIRECT"),
+        "{e}"
+    );
+}
+
+#[test]
+fn writes_to_a_block_device_need_destroy_data() {
+    let Some(dev) = std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| PathBuf::from("/dev").join(e.file_name()))
+        .find(|p| p.exists())
+    else {
+        eprintln!("skipped: no block device visible");
+        return;
+    };
+    let o = dbio(&[
+        "calibrate",
+        "--path",
+        dev.to_str().unwrap(),
+        "--write-pct",
+        "10",
+        "--levels",
+        "1",
+        "--duration",
+        "1s",
+        "-q",
+    ]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("--destroy-data"), "{}", stderr(&o));
+}
