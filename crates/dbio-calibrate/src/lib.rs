@@ -164,6 +164,8 @@ fn refuse_memory_fs(path: &Path) -> Result<()> {
         return Ok(());
     }
     // SAFETY: statfs returned 0, so the struct is initialised.
+    // f_type is i64 on x86_64 glibc but a narrower type elsewhere; the cast is for them.
+    #[allow(clippy::unnecessary_cast)]
     let f_type = unsafe { st.assume_init() }.f_type as i64;
     if f_type == TMPFS_MAGIC || f_type == RAMFS_MAGIC {
         return Err(CalibrateError::Usage(format!(
