@@ -431,3 +431,66 @@ fn the_schema_rejects_a_result_that_breaks_the_contract() {
     bad["client"]["read"]["count"] = Value::from(-1);
     assert!(std::panic::catch_unwind(|| assert_valid_result(&bad)).is_err());
 }
+
+/// With pg_stat_statements preloaded and installed, its counts of dbio's statements are
+/// collected, and they equal the client's operations.
+async fn statements_counted(pg: TestCluster) {
+    setup(&pg, "1", "1000blocks");
+    pg.client()
+        .await
+        .batch_execute("CREATE EXTENSION pg_stat_statements")
+        .await
+        .unwrap();
+    let dsn = pg.dsn();
+    let out_dir = tempfile::tempdir().unwrap();
+    assert_exit(
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "--readers",
+            "1",
+            "--writers",
+            "1",
+            "--work-loop",
+            "50",
+            "-q",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ]),
+        0,
+    );
+    let r = read_result(out_dir.path());
+    assert_eq!(
+        num(&r, &["db", "counters", "pgss.calls"]),
+        100.0,
+        "{}",
+        r["db"]["counters"]
+    );
+    let report = std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap();
+    assert!(report.contains("pg_stat_statements: 100 calls"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_stat_statements_counts_dbios_statements_on_the_system_postgres() {
+    statements_counted(TestCluster::start_with(
+        16,
+        None,
+        &[("shared_preload_libraries", "pg_stat_statements")],
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_stat_statements_counts_dbios_statements_on_postgres_17() {
+    let Some(pg) =
+        TestCluster::start_pg17(16, &[("shared_preload_libraries", "pg_stat_statements")])
+    else {
+        return;
+    };
+    statements_counted(pg).await;
+}

@@ -89,10 +89,10 @@ pub fn calibrate_cmd(
         write_atomic(&dir.join(name), body.as_bytes())?;
     }
     print!("{summary}");
-    eprintln!(
-        "calibrate: summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
+    progress(&format!(
+        "summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
         dir.display()
-    );
+    ));
     Ok(0)
 }
 

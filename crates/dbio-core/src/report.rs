@@ -239,6 +239,16 @@ fn db_sections(o: &mut String, r: &RunResult) {
         db.autovacuum_runs,
         db.autoanalyze_runs
     );
+    if let Some(calls) = db.counters.get("pgss.calls") {
+        let c = |k: &str| db.counters.get(k).copied().unwrap_or(0.0);
+        let _ = writeln!(
+            o,
+            "  pg_stat_statements: {calls:.0} calls of dbio's statements, {:.0} blocks read, {:.0} hit, {:.1} ms reading",
+            c("pgss.shared_blks_read"),
+            c("pgss.shared_blks_hit"),
+            c("pgss.read_time")
+        );
+    }
     if let Some(w) = &r.waits {
         let _ = writeln!(o);
         let _ = writeln!(

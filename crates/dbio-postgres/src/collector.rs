@@ -51,6 +51,32 @@ pub fn snapshot_queries(major: i32) -> Vec<&'static str> {
     q
 }
 
+/// pg_stat_statements (when installed and preloaded): dbio's own statements, this database
+/// and role. Updated at statement end, with no flush delay (pg-stats §2.6); 17 renamed
+/// blk_read_time to shared_blk_read_time.
+pub fn pgss_query(major: i32) -> String {
+    let read_time = if major >= 17 {
+        "shared_blk_read_time"
+    } else {
+        "blk_read_time"
+    };
+    format!(
+        "SELECT coalesce(sum(calls), 0)::float8 AS \"pgss.calls\", \
+         coalesce(sum(shared_blks_read), 0)::float8 AS \"pgss.shared_blks_read\", \
+         coalesce(sum(shared_blks_hit), 0)::float8 AS \"pgss.shared_blks_hit\", \
+         coalesce(sum({read_time}), 0)::float8 AS \"pgss.read_time\" \
+         FROM pg_stat_statements \
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND userid = (SELECT oid FROM pg_roles WHERE rolname = current_user) \
+           AND query ~ '\\.cf1 (WHERE|SET) .*custid BETWEEN'"
+    )
+}
+
+/// Is pg_stat_statements installed in this database and loaded (it errors when not preloaded)?
+pub async fn pgss_available(client: &Client, major: i32) -> bool {
+    client.query_one(&pgss_query(major), &[]).await.is_ok()
+}
+
 const DB_13: &str = concat!(
     "SELECT xact_commit::float8 AS \"db.xact_commit\", xact_rollback::float8 AS \"db.xact_rollback\", ",
     "blks_read::float8 AS \"db.blks_read\", blks_hit::float8 AS \"db.blks_hit\", ",
@@ -148,7 +174,12 @@ const IO_18: &str = "SELECT \
      max(stats_reset)::text AS \"reset:pg_stat_io\" FROM pg_stat_io";
 
 /// Takes one snapshot in one transaction (15+: with a consistent statistics snapshot).
-pub async fn take_snapshot(client: &Client, major: i32, schemas: &[String]) -> Result<Snapshot> {
+pub async fn take_snapshot(
+    client: &Client,
+    major: i32,
+    schemas: &[String],
+    pgss: bool,
+) -> Result<Snapshot> {
     let ctx = "taking a statistics snapshot";
     let mut begin = String::from("BEGIN ISOLATION LEVEL REPEATABLE READ");
     if major >= 15 {
@@ -162,7 +193,12 @@ pub async fn take_snapshot(client: &Client, major: i32, schemas: &[String]) -> R
         major,
         ..Snapshot::default()
     };
-    for q in snapshot_queries(major) {
+    let pgss_sql = pgss_query(major);
+    let mut queries: Vec<&str> = snapshot_queries(major);
+    if pgss {
+        queries.push(&pgss_sql);
+    }
+    for q in queries {
         let params: Vec<&(dyn ToSql + Sync)> = if q.contains("$1") {
             vec![&schemas]
         } else {
@@ -360,6 +396,8 @@ pub struct WindowCollector {
     sample_period: Duration,
     started: Option<(Snapshot, Option<DiskCounters>, Sampler)>,
     notes: Vec<String>,
+    /// pg_stat_statements can be read (installed and preloaded).
+    pgss: bool,
 }
 
 pub struct CollectorOptions {
@@ -379,6 +417,7 @@ impl WindowCollector {
     pub async fn connect(target: &Target, opts: CollectorOptions) -> Result<WindowCollector> {
         let client = target.connect("dbio-collector").await?;
         let mut notes = Vec::new();
+        let pgss = pgss_available(&client, opts.major).await;
         let device = if !target.is_local() {
             notes.push(
                 "device statistics need the server on this host; the target is remote".to_string(),
@@ -426,6 +465,7 @@ impl WindowCollector {
             sample_period: opts.sample_period,
             started: None,
             notes,
+            pgss,
         })
     }
 
@@ -434,7 +474,7 @@ impl WindowCollector {
         if self.drop_caches {
             device::drop_page_cache()?;
         }
-        let snap = take_snapshot(&self.client, self.major, &self.schemas)
+        let snap = take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
             .await
             .map_err(|e| e.to_string())?;
         let disk = self
@@ -468,7 +508,7 @@ impl WindowCollector {
             tokio::time::sleep(Duration::from_millis(1200)).await;
         }
         let samples = sampler.stop().await;
-        let after = match take_snapshot(&self.client, self.major, &self.schemas).await {
+        let after = match take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await {
             Ok(s) => s,
             Err(e) => {
                 out.warnings.push(format!(
@@ -526,6 +566,12 @@ mod tests {
                 "2026-11-30 10:00:00+00".to_string(),
             )]),
         }
+    }
+
+    #[test]
+    fn pg_stat_statements_column_follows_the_version() {
+        assert!(pgss_query(16).contains("sum(blk_read_time)"));
+        assert!(pgss_query(17).contains("sum(shared_blk_read_time)"));
     }
 
     #[test]
