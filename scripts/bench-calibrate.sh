@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# dbio calibrate against fio on the same file, block size and outstanding I/Os (psync, O_DIRECT,
-# random 8 KiB reads). Per level the two tools run alternately REPS times (dbio, fio, dbio,
+# dbio calibrate against fio on the same file, block size, engine and outstanding I/Os
+# (O_DIRECT, random 8 KiB reads; psync: N jobs of depth 1, io_uring: one job of depth N). Per level the two tools run alternately REPS times (dbio, fio, dbio,
 # fio, ...); the table gives the medians, their ratio, and fio's own spread across its
 # repeats (max/min), which is the device's noise that any comparison lives within.
-# Usage: scripts/bench-calibrate.sh [FILE] [SECONDS] [LEVELS] [REPS]
+# Usage: scripts/bench-calibrate.sh [FILE] [SECONDS] [LEVELS] [REPS] [psync|io_uring]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -11,6 +11,8 @@ file=${1:-/var/tmp/dbio-bench/calibrate.dat}
 secs=${2:-5}
 levels=${3:-1,2,4,8,16}
 reps=${4:-3}
+engine=${5:-psync}
+if [ "$engine" = io_uring ]; then fio_jobs() { echo "--numjobs=1 --iodepth=$1"; }; else fio_jobs() { echo "--numjobs=$1 --iodepth=1"; }; fi
 command -v fio >/dev/null || { echo "fio is missing: apt-get install fio" >&2; exit 2; }
 ensure_rust
 cargo build --release -q -p dbio-cli
@@ -25,8 +27,10 @@ echo "| level | dbio IOPS | fio IOPS | IOPS ratio | fio IOPS spread | dbio p99 Â
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for level in ${levels//,/ }; do
     for rep in $(seq 1 "$reps"); do
-        $dbio calibrate --path "$file" --levels "$level" --duration "${secs}s" --out "$work/d$level-$rep" -q >/dev/null
-        fio --name=cal --filename="$file" --direct=1 --ioengine=psync --rw=randread --bs=8k --numjobs="$level" \
+        $dbio calibrate --path "$file" --engine "$engine" --levels "$level" --duration "${secs}s" \
+            --out "$work/d$level-$rep" -q >/dev/null
+        # shellcheck disable=SC2046
+        fio --name=cal --filename="$file" --direct=1 --ioengine="$engine" --rw=randread --bs=8k $(fio_jobs "$level") \
             --group_reporting --time_based --runtime="$secs" --size=1G --output-format=json >"$work/f$level-$rep.json"
     done
     python3 - "$work" "$level" "$reps" <<'PY'

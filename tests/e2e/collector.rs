@@ -12,23 +12,6 @@ use serde_json::Value;
 
 const SCALE: &str = "4000blocks";
 
-fn setup(pg: &TestCluster, schemas: &str, scale: &str) {
-    let dsn = pg.dsn();
-    assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            schemas,
-            "--scale",
-            scale,
-            "-q",
-        ]),
-        0,
-    );
-}
-
 fn warnings(r: &Value) -> Vec<String> {
     r["warnings"]
         .as_array()
@@ -55,7 +38,7 @@ async fn own_reads(c: &tokio_postgres::Client, major: u32) -> (f64, f64) {
 /// same view around the run, within 5%. Reads are made physical by dropping the page cache
 /// (system PostgreSQL, root) or by direct I/O (17).
 async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
-    setup(&pg, "2", SCALE);
+    pg.load("2", SCALE);
     let c = pg.client().await;
     let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
@@ -153,7 +136,7 @@ async fn cold_reads_agree_with_pg_stat_io_on_postgres_17() {
 /// Every session's work is counted: the collector's own delta of dbio's tables against the
 /// client's operations.
 async fn sessions_work_is_counted(pg: TestCluster) {
-    setup(&pg, "2", "1000blocks");
+    pg.load("2", "1000blocks");
     let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
     let out = dbio(&[
@@ -210,7 +193,7 @@ async fn every_sessions_work_is_counted_on_postgres_17() {
 /// A CHECKPOINT forced inside the window is reported; a session in another database doing
 /// its own waiting stays out of the wait profile.
 async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let c = pg.client().await;
     c.batch_execute("CREATE DATABASE other").await.unwrap();
     let dsn = pg.dsn();
@@ -293,7 +276,7 @@ async fn checkpoint_in_window_is_flagged_on_postgres_17() {
 /// track_io_timing off and a role that may not turn it on: latency is null, with the
 /// warning that says how to fix it.
 async fn latency_null_without_io_timing(pg: TestCluster) {
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let c = pg.client().await;
     c.batch_execute(
         "CREATE ROLE bench LOGIN; GRANT USAGE ON SCHEMA user1 TO bench; GRANT SELECT, UPDATE ON user1.cf1 TO bench",
@@ -358,7 +341,7 @@ async fn latency_is_null_without_io_timing_on_postgres_17() {
 async fn a_cached_run_is_flagged() {
     // 1,000 blocks fit in 16 MB of shared_buffers: after a first pass every read is a hit.
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let args = |dir: &str| {
         vec![
@@ -403,7 +386,7 @@ async fn a_cached_run_is_flagged() {
 fn the_schema_rejects_a_result_that_breaks_the_contract() {
     let dir = tempfile::tempdir().unwrap();
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     assert_exit(
         &dbio(&[
@@ -435,7 +418,7 @@ fn the_schema_rejects_a_result_that_breaks_the_contract() {
 /// With pg_stat_statements preloaded and installed, its counts of dbio's statements are
 /// collected, and they equal the client's operations.
 async fn statements_counted(pg: TestCluster) {
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     pg.client()
         .await
         .batch_execute("CREATE EXTENSION pg_stat_statements")

@@ -13,23 +13,6 @@ use dbio_tests::{
 };
 use serde_json::Value;
 
-fn setup(pg: &TestCluster, schemas: &str, scale: &str) {
-    let dsn = pg.dsn();
-    assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            schemas,
-            "--scale",
-            scale,
-            "-q",
-        ]),
-        0,
-    );
-}
-
 fn spawn(args: &[&str]) -> Child {
     Command::new(dbio_bin())
         .args(args)
@@ -80,7 +63,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> i32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_stopping_mid_run_fails_the_run_within_10_s_with_a_result() {
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
     let mut child = spawn(&[
@@ -134,7 +117,7 @@ async fn server_stopping_mid_run_fails_the_run_within_10_s_with_a_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_session_aborts_or_is_counted_per_policy() {
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let c = pg.client().await;
     let terminate = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbio-reader-2'";
@@ -221,7 +204,7 @@ async fn a_terminated_session_aborts_or_is_counted_per_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_wait_beyond_statement_timeout_is_an_error_not_a_hang() {
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let holder = pg.client().await;
     // Every row locked by an open transaction for the whole run.
@@ -300,7 +283,7 @@ fn a_host_that_never_answers_honours_the_connect_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_inside_a_ramp_fails_that_step_and_the_ramp_follows_its_policy() {
     let pg = TestCluster::start(16);
-    setup(&pg, "1", "1000blocks");
+    pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     for policy in ["continue", "stop"] {
         let out = tempfile::tempdir().unwrap();
@@ -467,7 +450,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_fifty_six_sessions_hold_for_60_s() {
     let pg = TestCluster::start(64);
-    setup(&pg, "4", "1000blocks");
+    pg.load("4", "1000blocks");
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
     let o = dbio(&[

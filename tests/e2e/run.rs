@@ -14,20 +14,7 @@ const SCALE: &str = "1000blocks";
 /// A cluster with 2 schemas of 1,000 blocks loaded.
 fn loaded() -> TestCluster {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
-    assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            SCALE,
-            "-q",
-        ]),
-        0,
-    );
+    pg.load("2", SCALE);
     pg
 }
 

@@ -72,6 +72,24 @@ impl TestCluster {
         self.cluster.dsn()
     }
 
+    /// `dbio setup` of `schemas` schemas of `scale` (e.g. "1000blocks") on this cluster.
+    pub fn load(&self, schemas: &str, scale: &str) {
+        let dsn = self.dsn();
+        assert_exit(
+            &dbio(&[
+                "setup",
+                "--dsn",
+                &dsn,
+                "--schemas",
+                schemas,
+                "--scale",
+                scale,
+                "-q",
+            ]),
+            0,
+        );
+    }
+
     pub fn major(&self) -> u32 {
         self.cluster.state.bin.major
     }

@@ -1,8 +1,8 @@
 //! dbio-calibrate: what the storage does without a database, the way Oracle's Orion measures
 //! it. At each load level (outstanding I/Os), small random reads give IOPS and a latency
 //! distribution, large random reads give MB/s. Every I/O is O_DIRECT, so the page cache never
-//! answers; the psync engine keeps `level` I/Os outstanding with `level` threads doing
-//! pread(2)/pwrite(2).
+//! answers. The psync engine keeps `level` I/Os outstanding with `level` threads doing
+//! pread(2)/pwrite(2); the io_uring engine keeps them in flight from one thread.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -41,6 +41,8 @@ type Result<T> = std::result::Result<T, CalibrateError>;
 pub enum Engine {
     /// One thread per outstanding I/O, pread/pwrite.
     Psync,
+    /// One thread keeping `level` I/Os in flight through io_uring.
+    IoUring,
 }
 
 #[derive(Debug, Clone)]
@@ -318,31 +320,19 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
             o.block >> 10,
             o.duration
         ));
-        let small = measure(
-            &f,
-            &o.path,
-            size,
-            o.block,
-            level,
-            o.duration,
-            o.write_pct,
-            o.seed,
-        )?;
+        let run = |bytes: u64, write_pct: u32, seed: u64| match o.engine {
+            Engine::Psync => measure(&f, &o.path, size, bytes, level, o.duration, write_pct, seed),
+            Engine::IoUring => {
+                measure_uring(&f, &o.path, size, bytes, level, o.duration, write_pct, seed)
+            }
+        };
+        let small = run(o.block, o.write_pct, o.seed)?;
         progress(&format!(
             "level {level}: large {} KiB random reads for {:?}",
             o.large >> 10,
             o.duration
         ));
-        let large = measure(
-            &f,
-            &o.path,
-            size,
-            o.large,
-            level,
-            o.duration,
-            0,
-            o.seed ^ 0xA5A5,
-        )?;
+        let large = run(o.large, 0, o.seed ^ 0xA5A5)?;
         points.push(Point {
             level,
             small_iops: small.ops as f64 / small.seconds,
@@ -442,6 +432,101 @@ fn measure(
         let _ = hist.add(&h);
     }
     Ok(Measured { ops, seconds, hist })
+}
+
+/// One thread keeps `level` I/Os of `bytes` in flight with io_uring; each completion is
+/// timed from its submission and replaced by a new I/O until the deadline.
+#[allow(clippy::too_many_arguments)]
+fn measure_uring(
+    f: &File,
+    path: &Path,
+    size: u64,
+    bytes: u64,
+    level: u32,
+    duration: Duration,
+    write_pct: u32,
+    seed: u64,
+) -> Result<Measured> {
+    use io_uring::{IoUring, opcode, types};
+    use std::os::fd::AsRawFd;
+    let err = |message: String| CalibrateError::Io {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut ring = IoUring::new(level.next_power_of_two().max(8)).map_err(|e| {
+        err(format!(
+            "io_uring is not available here ({e}); use --engine psync"
+        ))
+    })?;
+    let fd = types::Fd(f.as_raw_fd());
+    let slots = size / bytes;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut bufs: Vec<AlignedBuf> = (0..level)
+        .map(|_| AlignedBuf::new(bytes as usize))
+        .collect();
+    let mut started = vec![Instant::now(); level as usize];
+    let mut hist = new_histogram();
+    let mut ops = 0u64;
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut in_flight = 0u32;
+    let mut submit = |ring: &mut IoUring,
+                      slot: usize,
+                      bufs: &mut [AlignedBuf],
+                      started: &mut [Instant]|
+     -> Result<()> {
+        let off = rng.random_range(0..slots) * bytes;
+        let write = write_pct > 0 && rng.random_range(0..100u32) < write_pct;
+        let buf = &mut bufs[slot];
+        let entry = if write {
+            opcode::Write::new(fd, buf.ptr, bytes as u32)
+                .offset(off)
+                .build()
+        } else {
+            opcode::Read::new(fd, buf.ptr, bytes as u32)
+                .offset(off)
+                .build()
+        }
+        .user_data(slot as u64);
+        started[slot] = Instant::now();
+        // SAFETY: the buffer lives in `bufs` until this I/O completes (the loop below waits
+        // for every submitted I/O before `bufs` is dropped), and nothing else touches it.
+        unsafe { ring.submission().push(&entry) }
+            .map_err(|_| err("io_uring submission queue full".into()))
+    };
+    for slot in 0..level as usize {
+        submit(&mut ring, slot, &mut bufs, &mut started)?;
+        in_flight += 1;
+    }
+    while in_flight > 0 {
+        ring.submit_and_wait(1)
+            .map_err(|e| err(format!("io_uring: {e}")))?;
+        let done: Vec<(u64, i32)> = ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (slot, res) in done {
+            in_flight -= 1;
+            let slot = slot as usize;
+            if res < 0 {
+                return Err(err(std::io::Error::from_raw_os_error(-res).to_string()));
+            }
+            if res as u64 != bytes {
+                return Err(err(format!("short I/O: {res} of {bytes} bytes")));
+            }
+            hist.saturating_record((started[slot].elapsed().as_micros() as u64).max(1));
+            ops += 1;
+            if Instant::now() < deadline {
+                submit(&mut ring, slot, &mut bufs, &mut started)?;
+                in_flight += 1;
+            }
+        }
+    }
+    Ok(Measured {
+        ops,
+        seconds: start.elapsed().as_secs_f64(),
+        hist,
+    })
 }
 
 impl Calibration {
@@ -571,6 +656,39 @@ mod tests {
             destroy_data: false,
             engine: Engine::Psync,
             seed: 1,
+        }
+    }
+
+    #[test]
+    fn both_engines_measure_a_file() {
+        let base = std::env::var_os("CARGO_TARGET_TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        let dir = tempfile::Builder::new()
+            .prefix("dbio-cal-unit-")
+            .tempdir_in(base)
+            .unwrap();
+        let mut o = opts(dir.path().join("f"));
+        o.size = Some(32 << 20);
+        for engine in [Engine::Psync, Engine::IoUring] {
+            o.engine = engine;
+            let c = match calibrate(&o, &|_| {}) {
+                Ok(c) => c,
+                Err(e)
+                    if engine == Engine::IoUring
+                        && e.to_string().contains("io_uring is not available") =>
+                {
+                    continue;
+                }
+                Err(e) => panic!("{engine:?}: {e}"),
+            };
+            o.create = false;
+            for p in &c.points {
+                assert!(
+                    p.small_iops > 0.0 && p.large_mbps > 0.0,
+                    "{engine:?}: {p:?}"
+                );
+            }
         }
     }
 

@@ -210,8 +210,9 @@ pub enum Command {
         /// Allow writes to a block device, destroying its data.
         #[arg(long)]
         destroy_data: bool,
-        /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite).
-        #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync"])]
+        /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite) or io_uring (one
+        /// thread keeping the I/Os in flight).
+        #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync", "io_uring"])]
         engine: String,
         /// Result folder.
         #[arg(long, value_name = "DIR")]

@@ -154,7 +154,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             duration,
             write_pct,
             destroy_data,
-            engine: _,
+            engine,
             out,
         } => {
             let opts = dbio_calibrate::CalibrateOptions {
@@ -167,7 +167,11 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 duration: duration.0,
                 write_pct,
                 destroy_data,
-                engine: dbio_calibrate::Engine::Psync,
+                engine: if engine == "io_uring" {
+                    dbio_calibrate::Engine::IoUring
+                } else {
+                    dbio_calibrate::Engine::Psync
+                },
                 seed: 1,
             };
             crate::calibrate::calibrate_cmd(&opts, out, quiet)
