@@ -230,7 +230,7 @@ async fn setup(
     let observer: Arc<dyn LoadObserver> = if quiet {
         Arc::new(NoProgress)
     } else {
-        Arc::new(LoadBars::new(plan.schemas))
+        Arc::new(LoadBars::new())
     };
     eprintln!(
         "setup: {} schema(s) x {} blocks on {target}{}",

@@ -16,7 +16,7 @@ pub struct LoadBars {
 }
 
 impl LoadBars {
-    pub fn new(_schemas: u32) -> Self {
+    pub fn new() -> Self {
         let target = if std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {

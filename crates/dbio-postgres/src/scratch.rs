@@ -8,7 +8,6 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -544,24 +543,6 @@ pub fn restart(cluster: &ScratchCluster) -> Result<()> {
         "pg_ctl restart",
     )?;
     Ok(())
-}
-
-/// Waits until the server accepts connections or `timeout` passes.
-pub fn wait_ready(cluster: &ScratchCluster, timeout: Duration) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    let port = cluster.state.port.to_string();
-    while std::time::Instant::now() < deadline {
-        let ok = Command::new(cluster.state.bin.dir.join("pg_isready"))
-            .args(["-h", "127.0.0.1", "-p", &port, "-q"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if ok {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
 }
 
 #[cfg(test)]
