@@ -14,6 +14,12 @@ fn f1(s: &Option<Stat>) -> String {
         .unwrap_or_default()
 }
 
+fn f0(s: &Option<Stat>) -> String {
+    s.as_ref()
+        .map(|s| format!("{:.0}", s.mean))
+        .unwrap_or_default()
+}
+
 fn sd(s: &Option<Stat>) -> String {
     s.as_ref()
         .map(|s| format!("{:.1}", s.sd))
@@ -73,14 +79,8 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 f1(&client),
                 sd(&client),
                 cv(&client),
-                s.client_read_p50_us
-                    .as_ref()
-                    .map(|v| format!("{:.0}", v.mean))
-                    .unwrap_or_default(),
-                s.client_read_p99_us
-                    .as_ref()
-                    .map(|v| format!("{:.0}", v.mean))
-                    .unwrap_or_default(),
+                f0(&s.client_read_p50_us),
+                f0(&s.client_read_p99_us),
                 f1(&s.device_read_iops),
                 s.physical_read_ratio
                     .map(|v| format!("{v:.2}"))
@@ -163,14 +163,8 @@ pub fn ramp_txt(r: &RampResult) -> String {
             f1(&s.db_write_iops),
             f1(&s.db_avg_read_latency_us),
             f1(&client),
-            s.client_read_p50_us
-                .as_ref()
-                .map(|v| format!("{:.0}", v.mean))
-                .unwrap_or_default(),
-            s.client_read_p99_us
-                .as_ref()
-                .map(|v| format!("{:.0}", v.mean))
-                .unwrap_or_default(),
+            f0(&s.client_read_p50_us),
+            f0(&s.client_read_p99_us),
             f1(&s.device_read_iops),
             s.top_wait.as_deref().unwrap_or("-"),
             if s.status == crate::driver::RunStatus::Ok {
