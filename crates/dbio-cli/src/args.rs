@@ -236,7 +236,8 @@ pub enum Command {
     },
 
     /// Start a scratch PostgreSQL, load a small data set larger than its buffer cache, check it,
-    /// and print the summary.
+    /// run 2 readers and 1 writer for 10 s, then ramp 1, 2 and 4 readers (5 s each) and print
+    /// the path of the ramp's report.html (settings: configs/quickstart.yaml when given).
     Quickstart {
         /// Config file for the data set (target.dsn is ignored: the scratch cluster is used).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
