@@ -182,7 +182,25 @@ pub fn ramp_txt(r: &RampResult) -> String {
     for w in &r.warnings {
         let _ = writeln!(o, "WARNING: {w}");
     }
+    for (w, steps) in step_warnings(r) {
+        let _ = writeln!(o, "WARNING ({}): {w}", steps.join(", "));
+    }
     o
+}
+
+/// Each distinct step warning with the steps it applies to, in first-seen order: the figures
+/// above carry the same caveats as the steps' own reports.
+pub fn step_warnings(r: &RampResult) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for s in &r.steps {
+        for w in &s.warnings {
+            match out.iter_mut().find(|(text, _)| text == w) {
+                Some((_, steps)) => steps.push(s.step.clone()),
+                None => out.push((w.clone(), vec![s.step.clone()])),
+            }
+        }
+    }
+    out
 }
 
 fn series(
@@ -374,4 +392,73 @@ pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
         b.push_str("</ul>\n");
     }
     html_page(&format!("dbio ramp {label}"), &b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::driver::RunStatus;
+    use crate::summary::StepKey;
+
+    fn step(readers: u32, warnings: &[&str]) -> StepSummary {
+        StepSummary {
+            key: StepKey {
+                readers,
+                writers: 0,
+                update_pct: 0,
+            },
+            step: format!("r{readers}-w0"),
+            repeats: 1,
+            status: RunStatus::Ok,
+            elapsed_s: 5.0,
+            client_ops_per_s: Stat::of(vec![100.0 * readers as f64])
+                .unwrap_or_else(|| unreachable!()),
+            client_read_p50_us: None,
+            client_read_p99_us: None,
+            db_read_iops: Stat::of(vec![1000.0 * readers as f64]),
+            db_write_iops: None,
+            db_avg_read_latency_us: None,
+            device_read_iops: None,
+            physical_read_ratio: None,
+            raw_device_iops: None,
+            db_to_raw_iops_ratio: None,
+            top_wait: None,
+            interval_ops_per_s: vec![],
+            read_histogram: String::new(),
+            results: vec![],
+            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_table_carries_every_steps_warnings_once() {
+        let r = RampResult {
+            format: 1,
+            kind: "ramp".into(),
+            label: Some("t".into()),
+            status: RunStatus::Ok,
+            started: chrono::Utc::now(),
+            finished: chrono::Utc::now(),
+            config: Config::default(),
+            environment: None,
+            steps: vec![
+                step(1, &["page cache"]),
+                step(2, &["page cache", "checkpoint"]),
+            ],
+            warnings: vec![],
+        };
+        let txt = ramp_txt(&r);
+        assert!(txt.contains("WARNING (r1-w0, r2-w0): page cache"), "{txt}");
+        assert!(txt.contains("WARNING (r2-w0): checkpoint"), "{txt}");
+        let csv = ramp_csv(&r);
+        assert_eq!(csv.lines().count(), 3);
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap_or("")
+                .starts_with("r2-w0,2,0,0,1,ok,5.000,2000.0"),
+            "{csv}"
+        );
+    }
 }
