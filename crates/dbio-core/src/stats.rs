@@ -25,6 +25,12 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap_or_else(|_| unreachable_histogram())
 }
 
+/// The same layout with u32 counts, for per-session recording.
+pub fn new_session_histogram() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| std::process::abort()))
+}
+
 #[cold]
 fn unreachable_histogram() -> Histogram<u64> {
     Histogram::new(3).unwrap_or_else(|_| std::process::abort())
