@@ -98,10 +98,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             max_latency_rise,
             junit,
         } => {
-            let mut cfg = match &config {
-                Some(path) => Config::from_file(path)?,
-                None => Config::default(),
-            };
+            let mut cfg = Config::load(config.as_deref())?;
             if let Some(v) = max_iops_drop {
                 cfg.regress.max_iops_drop_pct = v;
             }
@@ -125,10 +122,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Config { config, get } => {
-            let c = match &config {
-                Some(path) => Config::from_file(path)?,
-                None => Config::default(),
-            };
+            let c = Config::load(config.as_deref())?;
             c.validate()?;
             match get {
                 Some(key) => match c.get(&key) {
@@ -187,10 +181,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
 
 /// Loads the config file, applies flags, validates, and resolves the connection target.
 fn prepare(common: &CommonArgs, data: &DataArgs) -> Result<(Config, Target), Failure> {
-    let mut config = match &common.config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::default(),
-    };
+    let mut config = Config::load(common.config.as_deref())?;
     common.apply(&mut config);
     data.apply(&mut config);
     config.validate()?;
@@ -632,7 +623,7 @@ pub async fn run_benchmark(
 
     let major = pre.info.major();
     let local = target.is_local();
-    if config.collector.drop_caches && !(local && is_root()) {
+    if config.collector.drop_caches && !(local && scratch::is_root()) {
         return Err(Failure::new(
             2,
             "collector.drop_caches (--drop-caches) needs root on the server's host: the target is remote or dbio is not root",
@@ -715,19 +706,19 @@ pub async fn run_benchmark(
     let calibration_compare = calibration.as_ref().and_then(|(file, c)| {
         crate::calibrate::compare_at(file, c, r.readers.max(1), db_read_iops, db_latency)
     });
-    let mut result = RunResult::build(
+    let result = RunResult::build(
         RunContext {
             config: recorded,
             environment: pre.environment,
             warnings,
+            db: collected.db,
+            waits: collected.waits,
+            device: collected.device,
+            calibration: calibration_compare,
         },
         window,
         outcome,
     );
-    result.db = collected.db;
-    result.waits = collected.waits;
-    result.device = collected.device;
-    result.calibration = calibration_compare;
     let text = report::render_text(&result);
     result.write_json(&out_dir)?;
     dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
@@ -740,9 +731,4 @@ pub async fn run_benchmark(
         out_dir.display()
     ));
     Ok(result)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

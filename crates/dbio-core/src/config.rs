@@ -334,6 +334,14 @@ impl Config {
         })
     }
 
+    /// The file's configuration, or the defaults when no file is given.
+    pub fn load(path: Option<&Path>) -> Result<Config, CoreError> {
+        match path {
+            Some(p) => Config::from_file(p),
+            None => Ok(Config::default()),
+        }
+    }
+
     /// Parses YAML text; the error is one line naming the line number and the key.
     pub fn from_yaml(text: &str) -> Result<Config, String> {
         if text.trim().is_empty() {

@@ -840,29 +840,23 @@ fn stop_cause(shared: &Shared) -> String {
     }
 }
 
-/// This process's peak resident set size in KiB (getrusage(2) ru_maxrss; Linux reports KiB).
-pub fn max_rss_kib() -> Option<u64> {
+/// getrusage(2) for this process (all threads).
+fn rusage() -> Option<libc::rusage> {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a full rusage struct into the pointer it is given.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: getrusage returned 0, so the struct is initialised.
-    let ru = unsafe { ru.assume_init() };
-    u64::try_from(ru.ru_maxrss).ok()
+    // SAFETY: when getrusage returns 0 the struct is initialised.
+    (rc == 0).then(|| unsafe { ru.assume_init() })
 }
 
-/// This process's user and system CPU seconds (all threads), from getrusage(2).
+/// This process's peak resident set size in KiB (ru_maxrss; Linux reports KiB).
+pub fn max_rss_kib() -> Option<u64> {
+    u64::try_from(rusage()?.ru_maxrss).ok()
+}
+
+/// This process's user and system CPU seconds (all threads).
 pub fn cpu_now() -> Option<CpuUsage> {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a full rusage struct into the pointer it is given.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: getrusage returned 0, so the struct is initialised.
-    let ru = unsafe { ru.assume_init() };
+    let ru = rusage()?;
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Some(CpuUsage {
         user_s: secs(ru.ru_utime),

@@ -120,6 +120,11 @@ pub struct RunContext {
     pub config: Config,
     pub environment: Environment,
     pub warnings: Vec<String>,
+    /// The collectors' figures (null where not collected).
+    pub db: Option<DbMetrics>,
+    pub waits: Option<WaitProfile>,
+    pub device: Option<DeviceMetrics>,
+    pub calibration: Option<CalibrationCompare>,
 }
 
 impl RunResult {
@@ -201,10 +206,10 @@ impl RunResult {
             },
             sessions: outcome.sessions,
             timeseries: outcome.timeseries,
-            db: None,
-            waits: None,
-            device: None,
-            calibration: None,
+            db: ctx.db,
+            waits: ctx.waits,
+            device: ctx.device,
+            calibration: ctx.calibration,
             warnings,
         }
     }

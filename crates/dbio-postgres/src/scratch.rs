@@ -94,7 +94,8 @@ impl ScratchCluster {
     }
 }
 
-fn is_root() -> bool {
+/// Is this process root (then server programs run as the `postgres` OS user)?
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
