@@ -136,6 +136,85 @@ async fn client_counts_agree_with_the_servers_counters() {
     );
 }
 
+/// `--engine server`: each session's loop runs inside the database; its counts must agree
+/// with the server's own counters as the client engine's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_engine_counts_agree_with_the_servers_counters() {
+    let pg = loaded();
+    let c = pg.client().await;
+    let before = settled_counters(&c).await;
+    let out_dir = tempfile::tempdir().unwrap();
+    let dsn = pg.dsn();
+    let out = dbio(&[
+        "run",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        SCALE,
+        "--engine",
+        "server",
+        "--readers",
+        "2",
+        "--writers",
+        "1",
+        "--update-pct",
+        "20",
+        "--run-time",
+        "2s",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+        "-q",
+    ]);
+    assert_exit(&out, 0);
+    let after = settled_counters(&c).await;
+    let r = read_result(out_dir.path());
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["config"]["run"]["engine"], "server");
+    let reads = n(&r, &["client", "read", "count"]);
+    let updates = n(&r, &["client", "update", "count"]);
+    assert!(
+        reads > 100 && updates > 100,
+        "reads {reads}, updates {updates}"
+    );
+    assert_idx_scans((after.0 - before.0) as u64, reads + updates);
+    let rows_updated = n(&r, &["client", "update", "rows"]);
+    assert_eq!(rows_updated, updates * 8);
+    assert_eq!((after.1 - before.1) as u64, rows_updated, "n_tup_upd delta");
+    assert_eq!(n(&r, &["client", "read", "rows"]), reads * 64);
+    // Readers update exactly 20 in every 100 operations; the writer only updates.
+    for s in r["sessions"].as_array().unwrap() {
+        let (rd, up) = (s["ops"][0].as_u64().unwrap(), s["ops"][1].as_u64().unwrap());
+        if s["spec"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("dbio-writer")
+        {
+            assert_eq!(rd, 0);
+            assert!(up > 0);
+        } else {
+            assert!((up * 100).abs_diff(20 * (rd + up)) <= 100, "{s}");
+        }
+    }
+    let measured = num(&r, &["window", "measured_s"]);
+    assert!((2.0..4.0).contains(&measured), "measured {measured} s");
+    // Latencies come from power-of-two buckets: every percentile is 2^k - 1 µs.
+    let p50 = n(&r, &["client", "read", "latency_us", "p50"]);
+    assert!((p50 + 1).is_power_of_two(), "p50 {p50}");
+    let report = std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap();
+    assert!(report.contains("engine    server"), "{report}");
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("run.engine server")),
+        "{}",
+        r["warnings"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_loop_performs_exactly_sessions_times_loops() {
     let pg = loaded();
@@ -325,6 +404,7 @@ async fn invalid_combinations_are_refused_naming_the_key() {
         (&["--readers", "0", "--writers", "0"], "run.readers"),
         (&["--work-unit", "5000"], "run.work_unit"),
         (&["--update-pct", "101"], "run.update_pct"),
+        (&["--engine", "server", "--warmup", "1s"], "run.warmup"),
     ];
     for (extra, key) in cases {
         let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();

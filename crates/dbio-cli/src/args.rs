@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, RedoStress};
+use dbio_core::config::{OnError, OnStepFailure, RedoStress, RunEngine};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -297,6 +297,11 @@ pub struct ScratchArgs {
 /// The run keys; each flag names the config key it overrides.
 #[derive(Debug, Args, Clone, Default)]
 pub struct RunArgs {
+    /// Where the operation loop runs: client (dbio times every round trip) or server (one
+    /// procedure per session loops inside the database, as SLOB and pgio do; coarse latency)
+    /// [config: run.engine; default client]
+    #[arg(long, value_name = "ENGINE", value_parser = ["client", "server"])]
+    pub engine: Option<String>,
     /// Length of the measured window [config: run.run_time; default 30s]
     #[arg(long, value_name = "DUR", conflicts_with = "work_loop")]
     pub run_time: Option<Dur>,
@@ -431,6 +436,13 @@ impl RunArgs {
             c.collector.sample_period = v;
         }
         let r = &mut c.run;
+        if let Some(v) = &self.engine {
+            r.engine = if v == "server" {
+                RunEngine::Server
+            } else {
+                RunEngine::Client
+            };
+        }
         if let Some(v) = self.run_time {
             r.run_time = v;
             r.work_loop = 0;

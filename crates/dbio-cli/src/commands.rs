@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use dbio_core::Config;
 use dbio_core::compare::compare;
-use dbio_core::config::Engine;
+use dbio_core::config::{Engine, RunEngine};
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
-use dbio_core::driver::{DriveConfig, Progress, RunStatus, WindowSpec, drive, session_specs};
+use dbio_core::driver::{
+    DriveConfig, Progress, RunStatus, SessionSpec, WindowSpec, drive, drive_loops, session_specs,
+};
 use dbio_core::regress;
 use dbio_core::report;
 use dbio_core::result::{RunContext, RunResult};
@@ -17,6 +19,7 @@ use dbio_core::workload::Workload;
 use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
+use dbio_postgres::session::{PgLoopSession, PgSession};
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
@@ -587,6 +590,22 @@ pub const STDERR: RunOutput<'static> = RunOutput {
     line: &to_stderr,
 };
 
+/// The sessions of either engine, connected and ready.
+enum Opened {
+    Client(Vec<(SessionSpec, PgSession)>),
+    Server(Vec<(SessionSpec, PgLoopSession)>),
+}
+
+impl Opened {
+    /// track_io_timing is on in every session.
+    fn io_timing(&self) -> bool {
+        match self {
+            Opened::Client(s) => s.iter().all(|(_, s)| s.io_timing),
+            Opened::Server(s) => s.iter().all(|(_, s)| s.io_timing),
+        }
+    }
+}
+
 /// Preflight, sessions, the measured window, result.json and report.txt.
 pub async fn run_benchmark(
     config: &Config,
@@ -633,18 +652,42 @@ pub async fn run_benchmark(
         "run: {} reader(s), {} writer(s) on {target} (PostgreSQL {}); connecting and preparing",
         r.readers, r.writers, pre.info.version
     );
-    let sessions = interruptible(
-        run::open_sessions(
-            target,
-            &specs,
-            r.redo_stress,
-            major,
-            config.target.statement_timeout.0,
+    let opened = match r.engine {
+        RunEngine::Client => Opened::Client(
+            interruptible(
+                run::open_sessions(
+                    target,
+                    &specs,
+                    r.redo_stress,
+                    major,
+                    config.target.statement_timeout.0,
+                ),
+                "run",
+            )
+            .await?,
         ),
-        "run",
-    )
-    .await?;
-    let timing = if sessions.iter().all(|(_, s)| s.io_timing) {
+        RunEngine::Server => Opened::Server(
+            interruptible(
+                run::open_loop_sessions(
+                    target,
+                    &specs,
+                    r.redo_stress,
+                    major,
+                    &run::LoopPlan {
+                        scale_blocks: workload.scale_blocks,
+                        work_unit: workload.work_unit,
+                        update_work_unit: workload.update_work_unit,
+                        update_pct: r.update_pct,
+                        seed: r.seed,
+                        run_time: r.run_time.0,
+                    },
+                ),
+                "run",
+            )
+            .await?,
+        ),
+    };
+    let timing = if opened.io_timing() {
         IoTiming::On
     } else {
         IoTiming::Off
@@ -684,15 +727,27 @@ pub async fn run_benchmark(
         on_error: r.on_error,
         seed: r.seed,
     };
-    eprintln!("run: {} sessions ready; measuring", specs.len());
-    let outcome = drive(
-        sessions,
-        &drive_cfg,
-        ctrl_c(),
-        |p| (output.line)(&progress_line(p)),
-        || collector.begin(),
-    )
-    .await;
+    let outcome = match opened {
+        Opened::Client(sessions) => {
+            eprintln!("run: {} sessions ready; measuring", specs.len());
+            drive(
+                sessions,
+                &drive_cfg,
+                ctrl_c(),
+                |p| (output.line)(&progress_line(p)),
+                || collector.begin(),
+            )
+            .await
+        }
+        Opened::Server(sessions) => {
+            eprintln!(
+                "run: {} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
+                specs.len(),
+                r.run_time
+            );
+            drive_loops(sessions, r.run_time.0, ctrl_c(), || collector.begin()).await
+        }
+    };
     let measured_s = outcome.measured_s;
     let collected = collector.end(measured_s).await;
 
@@ -700,6 +755,14 @@ pub async fn run_benchmark(
     recorded.target.dsn = Some(target.redacted());
     recorded.run.out = Some(out_dir.clone());
     let mut warnings = pre.warnings;
+    if r.engine == RunEngine::Server {
+        warnings.push(
+            "run.engine server: latencies are upper bounds of power-of-two buckets timed inside the database \
+             (clock_timestamp()), not client round trips; there is no time series; client CPU is dbio's \
+             idle cost, not a per-operation cost"
+                .into(),
+        );
+    }
     warnings.extend(collected.warnings);
     let db_read_iops = collected.db.as_ref().map(|d| d.read_iops);
     let db_latency = collected.db.as_ref().and_then(|d| d.avg_read_latency_us);

@@ -163,6 +163,27 @@ pub enum RedoStress {
     Heavy,
 }
 
+/// Where the sessions' operation loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RunEngine {
+    /// dbio's sessions send every operation and time its round trip (the default).
+    #[default]
+    Client,
+    /// Each session calls one procedure that loops inside the database for the run time, as
+    /// SLOB and pgio do: no client cost per operation, coarse latency buckets only.
+    Server,
+}
+
+impl RunEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunEngine::Client => "client",
+            RunEngine::Server => "server",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
@@ -196,6 +217,8 @@ pub struct ThinkTimeConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
+    /// Where the operation loop runs: `client` (default) or `server`.
+    pub engine: RunEngine,
     /// Sessions that only read.
     pub readers: u32,
     /// Sessions that only update (classic SLOB `<writers> <readers>`).
@@ -296,6 +319,7 @@ impl Default for ThinkTimeConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
+            engine: RunEngine::Client,
             readers: 1,
             writers: 0,
             update_pct: 0,
@@ -527,6 +551,31 @@ impl Config {
                 "the run has no window: set run.run_time (--run-time) above 0s or run.work_loop (--work-loop)",
             ));
         }
+        if r.engine == RunEngine::Server {
+            let unsupported = [
+                ("run.work_loop", r.work_loop > 0, "--work-loop"),
+                ("run.warmup", !r.warmup.0.is_zero(), "--warmup"),
+                (
+                    "run.think_time.frequency",
+                    r.think_time.frequency > 0,
+                    "think time",
+                ),
+                (
+                    "run.hot_spot.frequency",
+                    r.hot_spot.frequency > 0,
+                    "the hot spot",
+                ),
+            ];
+            if let Some((key, _, what)) = unsupported.iter().find(|(_, on, _)| *on) {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "run.engine: server runs each session's loop inside the database for run.run_time and \
+                         does not support {what}; remove it or use run.engine: client"
+                    ),
+                ));
+            }
+        }
         let scale = self.data.scale.to_blocks(block_size);
         for (key, unit) in [
             ("run.work_unit", r.work_unit),
@@ -640,6 +689,29 @@ mod tests {
         c.run.work_unit = 101;
         let e = c.validate_run(8192).unwrap_err().to_string();
         assert!(e.contains("run.work_unit") && e.contains("1..=100"), "{e}");
+    }
+
+    #[test]
+    fn server_engine_refuses_what_its_loop_cannot_do() {
+        for (yaml, key) in [
+            ("run:\n  engine: server\n  work_loop: 10\n", "run.work_loop"),
+            ("run:\n  engine: server\n  warmup: 5s\n", "run.warmup"),
+            (
+                "run:\n  engine: server\n  think_time: {frequency: 3}\n",
+                "run.think_time.frequency",
+            ),
+            (
+                "run:\n  engine: server\n  hot_spot: {frequency: 2}\n",
+                "run.hot_spot.frequency",
+            ),
+        ] {
+            let c = Config::from_yaml(yaml).unwrap();
+            let e = c.validate_run(8192).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("run.engine: client"), "{e}");
+        }
+        let c = Config::from_yaml("run:\n  engine: server\n").unwrap();
+        assert!(c.validate_run(8192).is_ok());
+        assert!(Config::from_yaml("run:\n  engine: inside\n").is_err());
     }
 
     #[test]

@@ -1,21 +1,22 @@
 //! The session driver: owns timing. Sessions arrive connected and prepared; one release starts
 //! them together; the measured window is exactly `run_time` after an optional warm-up, or
-//! `work_loop` measured operations per session. Each operation is timed around its one round
-//! trip and recorded into the session's own HDR histogram (no lock, merged at the end) and
-//! into lock-free interval counters that the coordinator drains for the time series and the
-//! progress line. Ctrl-C or a fatal error stops every session and cancels its statement.
+//! `work_loop` measured operations per session. Each session runs on its own OS thread and
+//! blocks on its own connection, so an operation costs one write and one read on the socket
+//! and nothing else: no event loop, no task hand-off between the timer and the round trip.
+//! Each operation is timed around that round trip and recorded into the session's own HDR
+//! histogram (no lock, merged at the end) and into lock-free interval counters that the
+//! coordinator (an async task) drains for the time series and the progress line. Ctrl-C or a
+//! fatal error stops every session and cancels its statement.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::config::OnError;
 use crate::stats::{LOG_BUCKETS, LogBuckets, bucket_quantile, new_histogram};
@@ -30,24 +31,20 @@ pub struct OpError {
     pub fatal: bool,
 }
 
-/// Cancels the statement a session is running, from another task.
-pub type Canceller = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// Cancels the statement a session is running, from another thread; blocking, best effort.
+pub type Canceller = Arc<dyn Fn() + Send + Sync>;
 
-/// One benchmark session: one connection, its statements prepared, for the whole run.
+/// One benchmark session: one connection, its statements prepared, for the whole run. Its
+/// calls block; the driver gives each session its own thread.
 pub trait Session: Send + 'static {
     /// Reads keys `lo..=hi` through the index; returns the rows seen.
-    fn read(&mut self, lo: i64, hi: i64) -> impl Future<Output = Result<u64, OpError>> + Send;
+    fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError>;
     /// Updates keys `lo..=hi` to `value`; returns the rows changed.
-    fn update(
-        &mut self,
-        lo: i64,
-        hi: i64,
-        value: &str,
-    ) -> impl Future<Output = Result<u64, OpError>> + Send;
+    fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError>;
     fn canceller(&self) -> Canceller;
     /// Makes the database publish this session's pending statistics now (PostgreSQL 15+:
     /// pg_stat_force_next_flush()), before a snapshot is taken; best effort.
-    fn flush_stats(&mut self) -> impl Future<Output = ()> + Send;
+    fn flush_stats(&mut self);
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,6 +165,22 @@ pub struct SessionHistograms {
 }
 
 impl SessionHistograms {
+    /// Holds already-built histograms (the server engine's buckets).
+    fn from_u64(h: [Histogram<u64>; 2]) -> SessionHistograms {
+        let mut out = SessionHistograms::default();
+        for (slot, h) in out.kinds.iter_mut().zip(h) {
+            if h.is_empty() {
+                continue;
+            }
+            let mut small = crate::stats::new_session_histogram();
+            for v in h.iter_recorded() {
+                small.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u32);
+            }
+            *slot = Some(small);
+        }
+        out
+    }
+
     #[inline]
     fn record(&mut self, kind: usize, value_us: u64) {
         self.kinds[kind]
@@ -238,7 +251,17 @@ struct Shared {
     stop: AtomicBool,
     stop_tx: watch::Sender<bool>,
     /// (status, message) of whoever stopped the run first.
-    reason: std::sync::Mutex<Option<(RunStatus, String)>>,
+    reason: Mutex<Option<(RunStatus, String)>>,
+    /// What session threads wait on: the release, the window, the stop.
+    board: Mutex<Board>,
+    board_cv: Condvar,
+}
+
+#[derive(Default)]
+struct Board {
+    go: Option<Instant>,
+    window: Option<Timeline>,
+    stopped: bool,
 }
 
 impl Shared {
@@ -250,10 +273,44 @@ impl Shared {
         }
         self.stop.store(true, Ordering::Release);
         self.stop_tx.send_replace(true);
+        self.post(|b| b.stopped = true);
     }
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// Changes the board and wakes every waiting session.
+    fn post(&self, f: impl FnOnce(&mut Board)) {
+        if let Ok(mut b) = self.board.lock() {
+            f(&mut b);
+        }
+        self.board_cv.notify_all();
+    }
+
+    /// Blocks until `pick` finds something on the board or the run stops (then None).
+    fn wait_for<T>(&self, pick: impl Fn(&Board) -> Option<T>) -> Option<T> {
+        let mut b = self.board.lock().ok()?;
+        loop {
+            if let Some(v) = pick(&b) {
+                return Some(v);
+            }
+            if b.stopped {
+                return None;
+            }
+            b = self.board_cv.wait(b).ok()?;
+        }
+    }
+
+    /// Sleeps for `pause` unless the run stops first; false when it stopped.
+    fn pause(&self, pause: Duration) -> bool {
+        let Ok(b) = self.board.lock() else {
+            return false;
+        };
+        match self.board_cv.wait_timeout_while(b, pause, |b| !b.stopped) {
+            Ok((b, _)) => !b.stopped,
+            Err(_) => false,
+        }
     }
 }
 
@@ -324,14 +381,15 @@ where
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stop_tx,
-        reason: std::sync::Mutex::new(None),
+        reason: Mutex::new(None),
+        board: Mutex::new(Board::default()),
+        board_cv: Condvar::new(),
     });
-    let (go_tx, go_rx) = watch::channel::<Option<Instant>>(None);
-    let (window_tx, window_rx) = watch::channel::<Option<Timeline>>(None);
     let arrivals = Arc::new(Arrivals::default());
     let mut cancellers = Vec::new();
     let mut lives = Vec::new();
-    let mut tasks = JoinSet::new();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
+    let mut sessions_n = 0;
     for (spec, session) in sessions {
         cancellers.push(session.canceller());
         let live = Arc::new(Live::default());
@@ -344,15 +402,32 @@ where
         let ctx = SessionCtx {
             shared: Arc::clone(&shared),
             live,
-            go: go_rx.clone(),
-            window: window_rx.clone(),
             arrivals: Arc::clone(&arrivals),
             warmup: cfg.warmup,
             on_error: cfg.on_error,
         };
-        tasks.spawn(session_loop(session, spec, ops, ctx));
+        let tx = done_tx.clone();
+        let name = spec.name.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name.clone())
+            .stack_size(SESSION_STACK)
+            .spawn(move || {
+                let outcome = session_loop(session, spec, ops, ctx);
+                let _ = tx.send(outcome);
+            });
+        match spawned {
+            Ok(_) => sessions_n += 1,
+            Err(e) => {
+                // Counted as arrived so the warm-up barrier does not wait for it.
+                drop(Arrival(&arrivals));
+                shared.stop(
+                    RunStatus::Failed,
+                    format!("could not start the thread of {name}: {e}"),
+                );
+            }
+        }
     }
-    let sessions_n = tasks.len();
+    drop(done_tx);
     let mut stop_rx = shared.stop_tx.subscribe();
     tokio::pin!(interrupt);
     let mut interrupt_done = false;
@@ -360,12 +435,14 @@ where
     let cancel_all = |cancellers: &[Canceller]| {
         // Cancel every statement in flight so sessions return at once.
         for c in cancellers {
-            tokio::spawn(c());
+            let c = Arc::clone(c);
+            tokio::task::spawn_blocking(move || c());
         }
     };
 
     // Every session is connected and prepared: release them together.
-    go_tx.send_replace(Some(Instant::now()));
+    let released = Instant::now();
+    shared.post(|b| b.go = Some(released));
     if !cfg.warmup.is_zero() {
         on_progress(&Progress {
             elapsed_s: 0.0,
@@ -408,7 +485,7 @@ where
         },
         wall_at_measure: SystemTime::now(),
     };
-    window_tx.send_replace(Some(timeline));
+    shared.post(|b| b.window = Some(timeline));
 
     let cpu_start = cpu_now();
     let mut timeseries = Vec::new();
@@ -420,11 +497,19 @@ where
     let mut next_tick = measure_from + cfg.interval;
     loop {
         tokio::select! {
-            joined = tasks.join_next() => {
-                match joined {
-                    Some(Ok(outcome)) => outcomes.push(outcome),
-                    Some(Err(e)) => shared.stop(RunStatus::Failed, format!("a session task ended abnormally: {e}")),
-                    None => break,
+            done = done_rx.recv() => {
+                match done {
+                    Some(outcome) => outcomes.push(outcome),
+                    None => {
+                        if outcomes.len() < sessions_n {
+                            // A thread that panicked drops its sender without an outcome.
+                            shared.stop(
+                                RunStatus::Failed,
+                                format!("{} session thread(s) ended abnormally", sessions_n - outcomes.len()),
+                            );
+                        }
+                        break;
+                    }
                 }
             }
             _ = tokio::time::sleep_until(next_tick.into()) => {
@@ -582,13 +667,12 @@ impl ProgressAcc {
     }
 }
 
+/// Stack of a session thread: its loop is shallow; the histograms live on the heap.
+const SESSION_STACK: usize = 256 * 1024;
+
 struct SessionCtx {
     shared: Arc<Shared>,
     live: Arc<Live>,
-    /// Start of the warm-up (all sessions released together).
-    go: watch::Receiver<Option<Instant>>,
-    /// The measured window, sent after the "before" snapshot.
-    window: watch::Receiver<Option<Timeline>>,
     arrivals: Arc<Arrivals>,
     warmup: Duration,
     on_error: OnError,
@@ -637,26 +721,25 @@ struct Runner<S> {
     ops: OpStream,
     value: String,
     n: u64,
-    stop_rx: watch::Receiver<bool>,
+    shared: Arc<Shared>,
 }
 
 impl<S: Session> Runner<S> {
     /// Thinks if the op says so, then runs it; `None` when the run stopped meanwhile.
-    async fn next(&mut self) -> Option<Done> {
+    fn next(&mut self) -> Option<Done> {
         let op: Op = self.ops.next_op();
         self.n += 1;
-        if let Some(pause) = op.think {
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = self.stop_rx.wait_for(|s| *s) => return None,
-            }
+        if let Some(pause) = op.think
+            && !self.shared.pause(pause)
+        {
+            return None;
         }
         let t0 = Instant::now();
         let result = match op.kind {
-            OpKind::Read => self.session.read(op.lo, op.hi).await,
+            OpKind::Read => self.session.read(op.lo, op.hi),
             OpKind::Update => {
                 update_value(self.spec.index, self.n, &mut self.value);
-                self.session.update(op.lo, op.hi, &self.value).await
+                self.session.update(op.lo, op.hi, &self.value)
             }
         };
         Some(Done {
@@ -665,6 +748,217 @@ impl<S: Session> Runner<S> {
             t1: Instant::now(),
             result,
         })
+    }
+}
+
+/// What one session's loop inside the database did (`run.engine: server`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoopCounts {
+    /// Operations per kind (read, update).
+    pub ops: [u64; 2],
+    pub rows: [u64; 2],
+    /// Latency per kind in power-of-two buckets: bucket `i` counts operations that took
+    /// `[2^i, 2^(i+1))` µs, as the database's own clock measured them.
+    pub buckets: [Vec<u64>; 2],
+}
+
+/// A session whose whole operation loop runs inside the database, in one call.
+pub trait LoopSession: Send + 'static {
+    /// Runs the loop for `seconds` and returns its counts; blocks.
+    fn run_loop(&mut self, seconds: f64) -> Result<LoopCounts, OpError>;
+    fn canceller(&self) -> Canceller;
+    fn flush_stats(&mut self);
+}
+
+/// Adds power-of-two latency buckets to an HDR histogram at each bucket's upper bound
+/// (`2^(i+1) - 1` µs): percentiles read from it are upper bounds, within a factor of two.
+pub fn record_buckets(h: &mut Histogram<u64>, buckets: &[u64]) {
+    for (i, &n) in buckets.iter().enumerate() {
+        if n > 0 {
+            let upper = (1u64 << (i + 1).min(40)) - 1;
+            h.saturating_record_n(upper.max(1), n);
+        }
+    }
+}
+
+/// Runs loop sessions: the "before" snapshot, one release, every session's single call, and
+/// the window from the release to the last return. No time series and no live progress: the
+/// database reports only at the end.
+pub async fn drive_loops<S, H, HF>(
+    sessions: Vec<(SessionSpec, S)>,
+    run_time: Duration,
+    interrupt: impl Future<Output = ()>,
+    before_window: H,
+) -> DriveOutcome
+where
+    S: LoopSession,
+    H: FnOnce() -> HF,
+    HF: Future<Output = Result<(), String>>,
+{
+    let (stop_tx, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        stop_tx,
+        reason: Mutex::new(None),
+        board: Mutex::new(Board::default()),
+        board_cv: Condvar::new(),
+    });
+    if let Err(e) = before_window().await {
+        shared.stop(RunStatus::Failed, e);
+    }
+    let measure_from = Instant::now();
+    let timeline = Timeline {
+        measure_from,
+        end: Some(measure_from + run_time),
+        loops: None,
+        wall_at_measure: SystemTime::now(),
+    };
+    let cpu_start = cpu_now();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
+    let mut cancellers = Vec::new();
+    let mut sessions_n = 0;
+    if !shared.stopped() {
+        for (spec, mut session) in sessions {
+            cancellers.push(session.canceller());
+            let tx = done_tx.clone();
+            let sh = Arc::clone(&shared);
+            let name = spec.name.clone();
+            let spawned = std::thread::Builder::new()
+                .name(name.clone())
+                .stack_size(SESSION_STACK)
+                .spawn(move || {
+                    let mut outcome = SessionOutcome {
+                        spec,
+                        start: None,
+                        end: None,
+                        ops: [0; 2],
+                        errors: [0; 2],
+                        rows: [0; 2],
+                        first_error: None,
+                        ended_by: "window".into(),
+                        histograms: None,
+                        last_end_at: None,
+                    };
+                    if sh.wait_for(|b| b.go).is_some() {
+                        let t0 = Instant::now();
+                        let r = session.run_loop(run_time.as_secs_f64());
+                        let t1 = Instant::now();
+                        session.flush_stats();
+                        outcome.start = Some(timeline.utc(t0));
+                        outcome.end = Some(timeline.utc(t1));
+                        outcome.last_end_at = Some(t1);
+                        match r {
+                            Ok(c) => {
+                                outcome.ops = c.ops;
+                                outcome.rows = c.rows;
+                                let mut h = [new_histogram(), new_histogram()];
+                                for (k, b) in c.buckets.iter().enumerate() {
+                                    record_buckets(&mut h[k], b);
+                                }
+                                outcome.histograms = Some(Box::new(SessionHistograms::from_u64(h)));
+                            }
+                            Err(e) => {
+                                outcome.errors[0] = 1;
+                                outcome.ended_by = "error".into();
+                                outcome.first_error = Some(SessionError {
+                                    at_s: timeline.offset_s(t1),
+                                    kind: OpKind::Read,
+                                    message: e.message.clone(),
+                                });
+                                if !sh.stopped() {
+                                    sh.stop(
+                                        RunStatus::Failed,
+                                        format!(
+                                            "{} ({}) failed its loop: {}",
+                                            outcome.spec.name, outcome.spec.schema, e.message
+                                        ),
+                                    );
+                                }
+                            }
+                        }
+                    } else {
+                        outcome.ended_by = stop_cause(&sh);
+                    }
+                    let _ = tx.send(outcome);
+                });
+            match spawned {
+                Ok(_) => sessions_n += 1,
+                Err(e) => shared.stop(
+                    RunStatus::Failed,
+                    format!("could not start the thread of {name}: {e}"),
+                ),
+            }
+        }
+    }
+    drop(done_tx);
+    shared.post(|b| b.go = Some(measure_from));
+    let mut stop_rx = shared.stop_tx.subscribe();
+    tokio::pin!(interrupt);
+    let mut interrupt_done = false;
+    let mut stopped_at: Option<Instant> = None;
+    let mut outcomes = Vec::new();
+    loop {
+        tokio::select! {
+            done = done_rx.recv() => match done {
+                Some(o) => outcomes.push(o),
+                None => {
+                    if outcomes.len() < sessions_n {
+                        shared.stop(
+                            RunStatus::Failed,
+                            format!("{} session thread(s) ended abnormally", sessions_n - outcomes.len()),
+                        );
+                    }
+                    break;
+                }
+            },
+            _ = &mut interrupt, if !interrupt_done => {
+                interrupt_done = true;
+                shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+            }
+            _ = stop_rx.changed(), if stopped_at.is_none() => {
+                if *stop_rx.borrow() {
+                    stopped_at = Some(Instant::now());
+                    for c in &cancellers {
+                        let c = Arc::clone(c);
+                        tokio::task::spawn_blocking(move || c());
+                    }
+                }
+            }
+        }
+    }
+    let end_instant = stopped_at
+        .or_else(|| outcomes.iter().filter_map(|o| o.last_end_at).max())
+        .unwrap_or(measure_from)
+        .max(measure_from);
+    let client_cpu = match (cpu_start, cpu_now()) {
+        (Some(a), Some(b)) => Some(CpuUsage {
+            user_s: b.user_s - a.user_s,
+            system_s: b.system_s - a.system_s,
+        }),
+        _ => None,
+    };
+    let mut histograms = [new_histogram(), new_histogram()];
+    for o in &mut outcomes {
+        if let Some(h) = o.histograms.take() {
+            h.merge_into(&mut histograms);
+        }
+    }
+    outcomes.sort_by_key(|o| o.spec.index);
+    let (status, error) = match shared.reason.lock().ok().and_then(|r| r.clone()) {
+        Some((status, message)) => (status, Some(message)),
+        None => (RunStatus::Ok, None),
+    };
+    DriveOutcome {
+        status,
+        error,
+        start: timeline.utc(measure_from),
+        end: timeline.utc(end_instant),
+        measured_s: (end_instant - measure_from).as_secs_f64(),
+        warmup_s: 0.0,
+        sessions: outcomes,
+        histograms,
+        timeseries: Vec::new(),
+        client_cpu,
     }
 }
 
@@ -704,7 +998,7 @@ fn on_op_error(
     false
 }
 
-async fn session_loop<S: Session>(
+fn session_loop<S: Session>(
     session: S,
     spec: SessionSpec,
     ops: OpStream,
@@ -728,12 +1022,12 @@ async fn session_loop<S: Session>(
         ops,
         value: String::with_capacity(128),
         n: 0,
-        stop_rx: ctx.shared.stop_tx.subscribe(),
+        shared: Arc::clone(&ctx.shared),
     };
     let arrival = Arrival(&ctx.arrivals);
-    let go = match ctx.go.clone().wait_for(|g| g.is_some()).await {
-        Ok(g) => (*g).unwrap_or_else(Instant::now),
-        Err(_) => return outcome,
+    let Some(go) = ctx.shared.wait_for(|b| b.go) else {
+        outcome.ended_by = stop_cause(&ctx.shared);
+        return outcome;
     };
 
     // Warm-up: the same operations, not measured; then publish the statistics so the
@@ -741,7 +1035,7 @@ async fn session_loop<S: Session>(
     if !ctx.warmup.is_zero() {
         let warm_end = go + ctx.warmup;
         while !ctx.shared.stopped() && Instant::now() < warm_end {
-            let Some(done) = runner.next().await else {
+            let Some(done) = runner.next() else {
                 break;
             };
             if let Err(e) = &done.result {
@@ -754,19 +1048,14 @@ async fn session_loop<S: Session>(
                 }
             }
         }
-        runner.session.flush_stats().await;
+        runner.session.flush_stats();
     }
     drop(arrival);
 
-    let mut window = ctx.window.clone();
-    let mut stop_rx = ctx.shared.stop_tx.subscribe();
-    let timeline = tokio::select! {
-        t = window.wait_for(|t| t.is_some()) => match t {
-            Ok(t) => (*t).unwrap_or(Timeline::empty()),
-            Err(_) => return outcome,
-        },
-        _ = stop_rx.wait_for(|s| *s) => Timeline::empty(),
-    };
+    let timeline = ctx
+        .shared
+        .wait_for(|b| b.window)
+        .unwrap_or_else(Timeline::empty);
     let mut hist = Box::new(SessionHistograms::default());
     let mut first_start: Option<Instant> = None;
     let mut last_end: Option<Instant> = None;
@@ -784,7 +1073,7 @@ async fn session_loop<S: Session>(
         {
             break;
         }
-        let Some(done) = runner.next().await else {
+        let Some(done) = runner.next() else {
             continue;
         };
         let k = done.kind.index();
@@ -820,7 +1109,7 @@ async fn session_loop<S: Session>(
             }
         }
     }
-    runner.session.flush_stats().await;
+    runner.session.flush_stats();
     outcome.start = first_start.map(|t| timeline.utc(t));
     outcome.end = last_end.map(|t| timeline.utc(t));
     outcome.last_end_at = last_end;
@@ -879,26 +1168,26 @@ mod tests {
     }
 
     impl Session for FakeSession {
-        async fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
-            self.step().await?;
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.step()?;
             Ok((hi - lo + 1) as u64)
         }
-        async fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError> {
+        fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError> {
             assert!(value.starts_with("upd:") && value.len() == 120);
-            self.step().await?;
+            self.step()?;
             Ok((hi - lo + 1) as u64)
         }
         fn canceller(&self) -> Canceller {
-            Box::new(|| Box::pin(async {}))
+            Arc::new(|| {})
         }
-        async fn flush_stats(&mut self) {
+        fn flush_stats(&mut self) {
             self.flushes += 1;
         }
     }
 
     impl FakeSession {
-        async fn step(&mut self) -> Result<(), OpError> {
-            tokio::time::sleep(self.service).await;
+        fn step(&mut self) -> Result<(), OpError> {
+            std::thread::sleep(self.service);
             self.done += 1;
             if self.fail_after.is_some_and(|n| self.done > n) {
                 return Err(OpError {

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::config::RunEngine;
 use crate::dbstats::WaitRow;
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
@@ -82,10 +83,28 @@ pub fn render_text(r: &RunResult) -> String {
         run.update_pct,
         run.redo_stress
     );
+    let _ = writeln!(
+        o,
+        "engine    {}",
+        match run.engine {
+            RunEngine::Client =>
+                "client: dbio's sessions send every operation and time its round trip",
+            RunEngine::Server => {
+                "server: one procedure per session loops inside the database (SLOB/pgio style); no client round trips"
+            }
+        }
+    );
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "Client operations (latency of successful operations, µs; HDR histograms)"
+        "{}",
+        match run.engine {
+            RunEngine::Client =>
+                "Client operations (latency of successful operations, µs; HDR histograms)",
+            RunEngine::Server => {
+                "Operations inside the database (latency timed by the server's clock_timestamp(), µs: upper bounds of power-of-two buckets)"
+            }
+        }
     );
     let _ = writeln!(
         o,

@@ -179,6 +179,11 @@ impl Target {
         )
     }
 
+    /// The password, when one was given or found in the passfile.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
     pub fn with_dbname(&self, dbname: &str) -> Target {
         Target {
             dbname: dbname.to_string(),
@@ -273,28 +278,36 @@ impl Target {
     }
 
     fn connect_error(&self, e: &tokio_postgres::Error) -> PgError {
-        if let Some(db) = e.as_db_error() {
-            let code = db.code().code();
-            let hint = match code {
-                "28P01" | "28000" => format!(
-                    "check the password of user `{}` (PGPASSWORD, ~/.pgpass or the DSN) and pg_hba.conf",
-                    self.user
-                ),
-                "3D000" => format!(
-                    "create the database (createdb {}) or name another one with --dsn \"dbname=...\"",
-                    self.dbname
-                ),
-                "53300" => "the server has no free connection slots: raise max_connections or run fewer sessions".into(),
-                "57P03" => "the server is starting up or shutting down: try again in a moment".into(),
-                _ => "check --dsn and the PG* environment variables".into(),
-            };
-            return PgError::Connect {
-                target: self.redacted(),
-                cause: format!("{} (SQLSTATE {code})", db.message()),
-                hint,
-            };
+        match e.as_db_error() {
+            Some(db) => self.server_refused(db.code().code(), db.message()),
+            None => self.unreachable(source_chain(e)),
         }
-        let cause = source_chain(e);
+    }
+
+    /// The server answered and refused the connection.
+    pub(crate) fn server_refused(&self, code: &str, message: &str) -> PgError {
+        let hint = match code {
+            "28P01" | "28000" => format!(
+                "check the password of user `{}` (PGPASSWORD, ~/.pgpass or the DSN) and pg_hba.conf",
+                self.user
+            ),
+            "3D000" => format!(
+                "create the database (createdb {}) or name another one with --dsn \"dbname=...\"",
+                self.dbname
+            ),
+            "53300" => "the server has no free connection slots: raise max_connections or run fewer sessions".into(),
+            "57P03" => "the server is starting up or shutting down: try again in a moment".into(),
+            _ => "check --dsn and the PG* environment variables".into(),
+        };
+        PgError::Connect {
+            target: self.redacted(),
+            cause: format!("{message} (SQLSTATE {code})"),
+            hint,
+        }
+    }
+
+    /// No server answered, or it asked for what dbio cannot give.
+    pub(crate) fn unreachable(&self, cause: String) -> PgError {
         let hint = if cause.contains("password missing") {
             format!(
                 "the server asks for a password for user `{}`: set PGPASSWORD, add it to ~/.pgpass, or put password=... in the DSN",

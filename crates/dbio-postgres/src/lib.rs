@@ -17,6 +17,7 @@ pub mod server;
 pub mod session;
 pub mod sql;
 pub mod teardown;
+pub mod wire;
 
 pub use conn::Target;
 pub use error::PgError;

@@ -10,6 +10,7 @@ use dbio_core::config::RedoStress;
 use dbio_core::dataset::{DataSetPlan, host_ram_bytes, judge_size};
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
+use dbio_core::workload::{SessionKind, session_seed};
 use tokio::task::JoinSet;
 use tokio_postgres::Client;
 
@@ -18,7 +19,7 @@ use crate::error::{PgError, Result};
 use crate::maintenance;
 use crate::marker::{self, LoadState, Ownership};
 use crate::server::{ServerInfo, server_info};
-use crate::session::{PgSession, SessionOptions};
+use crate::session::{LoopCall, PgLoopSession, PgSession, SessionOptions};
 use crate::sql;
 
 /// What the run needs to know about the target before it starts.
@@ -210,12 +211,76 @@ pub async fn open_sessions(
         major,
         statement_timeout,
     };
+    let target = target.clone();
+    open_all(specs, move |spec| {
+        PgSession::open(&target, &spec.name, &spec.schema, &opts)
+    })
+    .await
+}
+
+/// What the server engine's sessions loop over.
+#[derive(Debug, Clone)]
+pub struct LoopPlan {
+    pub scale_blocks: u64,
+    pub work_unit: u64,
+    pub update_work_unit: u64,
+    pub update_pct: u32,
+    pub seed: u64,
+    pub run_time: std::time::Duration,
+}
+
+/// Opens every session of `run.engine: server`, each with its loop procedure created.
+pub async fn open_loop_sessions(
+    target: &Target,
+    specs: &[SessionSpec],
+    redo_stress: RedoStress,
+    major: i32,
+    plan: &LoopPlan,
+) -> Result<Vec<(SessionSpec, PgLoopSession)>> {
+    let opts = SessionOptions {
+        heavy: redo_stress == RedoStress::Heavy,
+        major,
+        statement_timeout: std::time::Duration::ZERO,
+    };
+    let target = target.clone();
+    let plan = plan.clone();
+    open_all(specs, move |spec| {
+        let call = LoopCall {
+            scale_blocks: plan.scale_blocks,
+            work_unit: plan.work_unit,
+            update_work_unit: plan.update_work_unit,
+            update_pct: match spec.kind {
+                SessionKind::Writer => 100,
+                SessionKind::Reader => plan.update_pct,
+            },
+            seed: session_seed(plan.seed, spec.index),
+            tag: spec.index.to_string(),
+        };
+        PgLoopSession::open(
+            &target,
+            &spec.name,
+            &spec.schema,
+            &opts,
+            plan.run_time,
+            call,
+        )
+    })
+    .await
+}
+
+/// Opens one session per spec on the blocking pool, all at once, in spec order.
+async fn open_all<T, F>(specs: &[SessionSpec], open: F) -> Result<Vec<(SessionSpec, T)>>
+where
+    T: Send + 'static,
+    F: Fn(&SessionSpec) -> Result<T> + Send + Sync + 'static,
+{
+    let open = std::sync::Arc::new(open);
     let mut tasks = JoinSet::new();
     for spec in specs {
-        let target = target.clone();
         let spec = spec.clone();
-        tasks.spawn(async move {
-            let s = PgSession::open(&target, &spec.name, &spec.schema, &opts).await?;
+        let open = std::sync::Arc::clone(&open);
+        tasks.spawn_blocking(move || {
+            let s = open(&spec)?;
             Ok::<_, PgError>((spec, s))
         });
     }

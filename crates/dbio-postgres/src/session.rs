@@ -1,12 +1,13 @@
-//! A measured session: one tokio-postgres connection for the whole run, its two statements
-//! prepared once, so each operation is exactly one round trip. No pool in the measured path.
+//! A measured session: one connection for the whole run, owned by the session's thread, its
+//! two statements prepared once, so each operation is exactly one round trip with nothing in
+//! between (see `wire`). No pool in the measured path.
 
-use dbio_core::driver::{Canceller, OpError, Session};
-use tokio_postgres::{CancelToken, Client, NoTls, Statement};
+use dbio_core::driver::{Canceller, LoopCounts, LoopSession, OpError, Session};
 
-use crate::conn::{CloseReason, Target};
+use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
+use crate::wire::{ConnectError, INT8, Param, TEXT, WireConn, WireError};
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
@@ -17,141 +18,242 @@ pub struct SessionOptions {
     pub statement_timeout: std::time::Duration,
 }
 
+const READ: &str = "dbio_read";
+const UPDATE: &str = "dbio_update";
+
 pub struct PgSession {
-    client: Client,
-    read: Statement,
-    update: Statement,
-    cancel: CancelToken,
+    conn: WireConn,
     major: i32,
     /// track_io_timing is on in this session (dbio set it, or the server had it on).
     pub io_timing: bool,
-    closed: CloseReason,
 }
 
 impl PgSession {
-    /// Connects as `application_name` and prepares the read and update of `schema`. Turns
-    /// track_io_timing on for itself when the role may (superuser, or on 15+ GRANT SET ON
-    /// PARAMETER); otherwise `io_timing` tells what the server setting is.
-    pub async fn open(
+    /// Connects as `application_name` and prepares the read and update of `schema`; blocks.
+    /// Turns track_io_timing on for itself when the role may (superuser, or on 15+ GRANT SET
+    /// ON PARAMETER); otherwise `io_timing` tells what the server setting is.
+    pub fn open(
         target: &Target,
         application_name: &str,
         schema: &str,
         opts: &SessionOptions,
     ) -> Result<PgSession> {
-        let (heavy, major) = (opts.heavy, opts.major);
-        let (client, closed) = target.connect_watched(application_name).await?;
-        if !opts.statement_timeout.is_zero() {
-            client
-                .batch_execute(&format!(
-                    "SET statement_timeout = {}",
-                    opts.statement_timeout.as_millis()
-                ))
-                .await
-                .map_err(|e| {
-                    PgError::from_db(format!("{application_name}: setting statement_timeout"), &e)
-                })?;
-        }
-        let io_timing = match client.batch_execute("SET track_io_timing = on").await {
-            Ok(()) => true,
-            Err(_) => client
-                .query_one("SELECT current_setting('track_io_timing') = 'on'", &[])
-                .await
-                .map(|r| r.get::<_, bool>(0))
-                .unwrap_or(false),
-        };
-        // One plan for the whole run, as SLOB's shared cursor: custom plans would re-plan
-        // every call and, near the key range's ends, probe the index from the planner
-        // (get_actual_variable_range), adding index scans that are not the workload's.
-        client
-            .batch_execute("SET plan_cache_mode = force_generic_plan")
-            .await
-            .map_err(|e| {
-                PgError::from_db(format!("{application_name}: setting plan_cache_mode"), &e)
-            })?;
-        let read = client
-            .prepare(&sql::read_range(schema))
-            .await
-            .map_err(|e| {
-                PgError::from_db(
-                    format!("{application_name}: preparing the read of {schema}"),
-                    &e,
-                )
-            })?;
-        let update = client
-            .prepare(&sql::update_range(schema, heavy))
-            .await
-            .map_err(|e| {
-                PgError::from_db(
-                    format!("{application_name}: preparing the update of {schema}"),
-                    &e,
-                )
-            })?;
-        let cancel = client.cancel_token();
+        let (mut conn, io_timing) = connect(target, application_name, opts.statement_timeout)?;
+        let failed = failure(application_name);
+        conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
+            .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
+        conn.prepare(
+            UPDATE,
+            &sql::update_range(schema, opts.heavy),
+            &[INT8, INT8, TEXT],
+        )
+        .map_err(|e| failed(format!("preparing the update of {schema}"), e))?;
         Ok(PgSession {
-            client,
-            read,
-            update,
-            cancel,
-            major,
+            conn,
+            major: opts.major,
             io_timing,
-            closed,
         })
     }
 }
 
-/// The operation's error; for a closed connection, with the reason the server gave.
-fn op_error(e: tokio_postgres::Error, closed: &CloseReason) -> OpError {
-    let fatal = e.is_closed()
-        || e.as_db_error()
-            .is_some_and(|d| d.code().code().starts_with("57P"));
-    let message = match (e.as_db_error(), closed.get()) {
-        (Some(db), _) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-        (None, Some(reason)) if e.is_closed() => {
-            format!("connection closed by the server: {reason}")
+/// What a failed setup step of session `application_name` becomes.
+fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_ {
+    move |what, e| PgError::Failed {
+        context: format!("{application_name}: {what}"),
+        message: e.to_string(),
+        hint: None,
+    }
+}
+
+/// Opens a session's connection with its settings: statement_timeout, track_io_timing when
+/// the role may set it (the second value says whether it is on), one generic plan.
+fn connect(
+    target: &Target,
+    application_name: &str,
+    statement_timeout: std::time::Duration,
+) -> Result<(WireConn, bool)> {
+    let mut conn = WireConn::connect(target, application_name).map_err(|e| match e {
+        ConnectError::Server(s) => target.server_refused(&s.code, &s.message),
+        ConnectError::Io(e)
+            if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut =>
+        {
+            PgError::Connect {
+                target: target.redacted(),
+                cause: format!("no answer within {} s", target.connect_timeout.as_secs()),
+                hint: "check the host and port, firewalls, and target.connect_timeout".into(),
+            }
         }
-        (None, _) => crate::error::source_chain(&e),
+        other => target.unreachable(other.to_string()),
+    })?;
+    let failed = failure(application_name);
+    if !statement_timeout.is_zero() {
+        conn.simple(&format!(
+            "SET statement_timeout = {}",
+            statement_timeout.as_millis()
+        ))
+        .map_err(|e| failed("setting statement_timeout".into(), e))?;
+    }
+    let io_timing = match conn.simple("SET track_io_timing = on") {
+        Ok(_) => true,
+        Err(_) => conn
+            .simple("SELECT current_setting('track_io_timing')")
+            .ok()
+            .flatten()
+            .is_some_and(|v| v == "on"),
     };
-    OpError { message, fatal }
+    // One plan for the whole run, as SLOB's shared cursor: custom plans would re-plan
+    // every call and, near the key range's ends, probe the index from the planner
+    // (get_actual_variable_range), adding index scans that are not the workload's.
+    conn.simple("SET plan_cache_mode = force_generic_plan")
+        .map_err(|e| failed("setting plan_cache_mode".into(), e))?;
+    Ok((conn, io_timing))
+}
+
+/// A session of `run.engine: server`: its loop is a procedure in its own pg_temp schema,
+/// called once for the whole run.
+pub struct PgLoopSession {
+    conn: WireConn,
+    call: LoopCall,
+    major: i32,
+    pub io_timing: bool,
+}
+
+/// What the loop is told to do.
+#[derive(Debug, Clone)]
+pub struct LoopCall {
+    pub scale_blocks: u64,
+    pub work_unit: u64,
+    pub update_work_unit: u64,
+    /// 100 for writers.
+    pub update_pct: u32,
+    /// The session's seed, from the run seed and its index.
+    pub seed: u64,
+    /// Written into updated rows, as the client engine writes the session's index.
+    pub tag: String,
+}
+
+impl PgLoopSession {
+    /// Connects and creates the loop procedure for `schema` in the session's pg_temp. The
+    /// whole loop is one statement: statement_timeout is set to `run_time` plus a minute so a
+    /// hung loop still ends, and not to target.statement_timeout, which is per operation.
+    pub fn open(
+        target: &Target,
+        application_name: &str,
+        schema: &str,
+        opts: &SessionOptions,
+        run_time: std::time::Duration,
+        call: LoopCall,
+    ) -> Result<PgLoopSession> {
+        let limit = run_time + std::time::Duration::from_secs(60);
+        let (mut conn, io_timing) = connect(target, application_name, limit)?;
+        conn.simple(&sql::server_loop_procedure(schema, opts.heavy))
+            .map_err(|e| {
+                failure(application_name)(format!("creating the loop procedure for {schema}"), e)
+            })?;
+        Ok(PgLoopSession {
+            conn,
+            call,
+            major: opts.major,
+            io_timing,
+        })
+    }
+}
+
+/// Parses `{1,2,3}` (a bigint[] as text).
+fn parse_buckets(text: Option<&str>) -> Vec<u64> {
+    text.unwrap_or("")
+        .trim_matches(|c| c == '{' || c == '}')
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect()
+}
+
+impl LoopSession for PgLoopSession {
+    fn run_loop(&mut self, seconds: f64) -> std::result::Result<LoopCounts, OpError> {
+        let c = &self.call;
+        // setseed takes a value in [-1, 1].
+        let seed = (c.seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let sql = sql::server_loop_call(
+            seconds,
+            c.scale_blocks,
+            c.work_unit,
+            c.update_work_unit,
+            c.update_pct,
+            seed,
+            &c.tag,
+        );
+        let row = self
+            .conn
+            .simple_row(&sql)
+            .map_err(op_error)?
+            .ok_or_else(|| OpError {
+                message: "the loop procedure returned no row".into(),
+                fatal: true,
+            })?;
+        let num = |i: usize| -> u64 {
+            row.get(i)
+                .and_then(|v| v.as_deref())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let text = |i: usize| row.get(i).and_then(|v| v.as_deref());
+        Ok(LoopCounts {
+            ops: [num(0), num(1)],
+            rows: [num(2), num(3)],
+            buckets: [parse_buckets(text(4)), parse_buckets(text(5))],
+        })
+    }
+
+    fn canceller(&self) -> Canceller {
+        let handle = self.conn.cancel_handle();
+        std::sync::Arc::new(move || handle.cancel())
+    }
+
+    fn flush_stats(&mut self) {
+        if self.major >= 15 {
+            let _ = self.conn.simple("SELECT pg_stat_force_next_flush()");
+        }
+    }
+}
+
+fn op_error(e: WireError) -> OpError {
+    OpError {
+        fatal: e.is_fatal(),
+        message: e.to_string(),
+    }
 }
 
 impl Session for PgSession {
-    async fn read(&mut self, lo: i64, hi: i64) -> std::result::Result<u64, OpError> {
-        let row = self
-            .client
-            .query_one(&self.read, &[&lo, &hi])
-            .await
-            .map_err(|e| op_error(e, &self.closed))?;
-        let n: i64 = row.try_get(0).map_err(|e| op_error(e, &self.closed))?;
-        Ok(n as u64)
+    fn read(&mut self, lo: i64, hi: i64) -> std::result::Result<u64, OpError> {
+        let done = self
+            .conn
+            .execute(READ, &[Param::Int8(lo), Param::Int8(hi)])
+            .map_err(op_error)?;
+        Ok(done.first_int8.unwrap_or(0).max(0) as u64)
     }
 
-    async fn update(&mut self, lo: i64, hi: i64, value: &str) -> std::result::Result<u64, OpError> {
-        self.client
-            .execute(&self.update, &[&lo, &hi, &value])
-            .await
-            .map_err(|e| op_error(e, &self.closed))
+    fn update(&mut self, lo: i64, hi: i64, value: &str) -> std::result::Result<u64, OpError> {
+        let done = self
+            .conn
+            .execute(
+                UPDATE,
+                &[Param::Int8(lo), Param::Int8(hi), Param::Text(value)],
+            )
+            .map_err(op_error)?;
+        Ok(done.tag_rows)
     }
 
     /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before
     /// the call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
-    async fn flush_stats(&mut self) {
+    fn flush_stats(&mut self) {
         if self.major >= 15 {
-            let flush = self
-                .client
-                .batch_execute("SELECT pg_stat_force_next_flush()");
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flush).await;
+            let _ = self.conn.simple("SELECT pg_stat_force_next_flush()");
         }
     }
 
     fn canceller(&self) -> Canceller {
-        let token = self.cancel.clone();
-        Box::new(move || {
-            let token = token.clone();
-            Box::pin(async move {
-                // The server does not say whether the cancel hit; the session's statement
-                // returns either way.
-                let _ = token.cancel_query(NoTls).await;
-            })
-        })
+        let handle = self.conn.cancel_handle();
+        std::sync::Arc::new(move || handle.cancel())
     }
 }

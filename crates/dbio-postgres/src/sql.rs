@@ -187,6 +187,91 @@ pub fn update_range(schema: &str, heavy: bool) -> String {
 
 /// Settings recorded with every result; `current_setting(name, true)` is NULL for a setting
 /// this server version does not have.
+/// Buckets of the server loop's latency histogram: bucket `i` counts `[2^i, 2^(i+1))` µs.
+pub const LOOP_BUCKETS: usize = 32;
+
+/// `run.engine: server`: the session's whole loop as a procedure in its own `pg_temp`
+/// schema (nothing persists, nothing to drop). It runs the client engine's operations (same
+/// read and update text, keys drawn uniformly, exactly `update_pct` updates per 100 operations,
+/// evenly spread, each update committed) until `run_s` seconds have passed, timing each with
+/// clock_timestamp() into power-of-two µs buckets, and returns its counts as INOUT values.
+pub fn server_loop_procedure(schema: &str, heavy: bool) -> String {
+    let table = format!("{}.{TABLE}", quote_ident(schema));
+    let set = if heavy {
+        (2..2 + FILLER_COLUMNS)
+            .map(|i| format!("c{i} = v"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        "c2 = v".to_string()
+    };
+    format!(
+        r#"CREATE PROCEDURE pg_temp.dbio_loop(
+    run_s float8, scale bigint, wu bigint, uwu bigint, update_pct int, seed float8, tag text,
+    INOUT reads bigint DEFAULT 0, INOUT updates bigint DEFAULT 0,
+    INOUT rows_read bigint DEFAULT 0, INOUT rows_updated bigint DEFAULT 0,
+    INOUT read_buckets bigint[] DEFAULT NULL, INOUT update_buckets bigint[] DEFAULT NULL)
+LANGUAGE plpgsql AS $dbio$
+DECLARE
+    t_end timestamptz := clock_timestamp() + make_interval(secs => run_s);
+    t0 timestamptz;
+    us float8;
+    b int;
+    k bigint;
+    n bigint;
+    i bigint := 0;
+    v text;
+BEGIN
+    read_buckets := array_fill(0::bigint, ARRAY[{LOOP_BUCKETS}]);
+    update_buckets := array_fill(0::bigint, ARRAY[{LOOP_BUCKETS}]);
+    PERFORM setseed(seed);
+    LOOP
+        t0 := clock_timestamp();
+        EXIT WHEN t0 >= t_end;
+        i := i + 1;
+        IF (i * update_pct) / 100 > ((i - 1) * update_pct) / 100 THEN
+            k := 1 + floor(random() * (scale - uwu + 1))::bigint;
+            v := rpad('upd:' || tag || ':' || i || ':', {FILLER_LEN}, 'u');
+            UPDATE {table} SET {set} WHERE custid BETWEEN k AND k + uwu - 1;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            COMMIT;
+            us := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+            b := least({last}, floor(ln(greatest(us, 1)) * 1.4426950408889634)::int) + 1;
+            update_buckets[b] := update_buckets[b] + 1;
+            updates := updates + 1;
+            rows_updated := rows_updated + n;
+        ELSE
+            k := 1 + floor(random() * (scale - wu + 1))::bigint;
+            SELECT count(c2) INTO n FROM {table} WHERE custid BETWEEN k AND k + wu - 1;
+            us := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+            b := least({last}, floor(ln(greatest(us, 1)) * 1.4426950408889634)::int) + 1;
+            read_buckets[b] := read_buckets[b] + 1;
+            reads := reads + 1;
+            rows_read := rows_read + n;
+        END IF;
+    END LOOP;
+END
+$dbio$"#,
+        last = LOOP_BUCKETS - 1
+    )
+}
+
+/// The call of [`server_loop_procedure`]; its row holds the INOUT values.
+pub fn server_loop_call(
+    run_s: f64,
+    scale: u64,
+    work_unit: u64,
+    update_work_unit: u64,
+    update_pct: u32,
+    seed: f64,
+    tag: &str,
+) -> String {
+    format!(
+        "CALL pg_temp.dbio_loop({run_s}, {scale}, {work_unit}, {update_work_unit}, {update_pct}, {seed}, {})",
+        quote_literal(tag)
+    )
+}
+
 pub const SETTINGS: &str = "SELECT n, current_setting(n, true) FROM unnest($1::text[]) AS n";
 
 pub const SETTING_NAMES: &[&str] = &[
@@ -225,6 +310,34 @@ pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_loop_runs_the_client_engines_statements() {
+        let lite = server_loop_procedure("user1", false);
+        assert!(
+            lite.starts_with("CREATE PROCEDURE pg_temp.dbio_loop("),
+            "{lite}"
+        );
+        assert!(lite.contains(
+            "SELECT count(c2) INTO n FROM \"user1\".cf1 WHERE custid BETWEEN k AND k + wu - 1"
+        ));
+        assert!(
+            lite.contains("UPDATE \"user1\".cf1 SET c2 = v WHERE custid BETWEEN k AND k + uwu - 1")
+        );
+        // Each update commits, as the client engine's autocommit does.
+        assert!(lite.contains("GET DIAGNOSTICS n = ROW_COUNT;\n            COMMIT;"));
+        assert!(lite.contains(&format!("ARRAY[{LOOP_BUCKETS}]")));
+        let heavy = server_loop_procedure("user1", true);
+        assert!(
+            heavy.contains(
+                "SET c2 = v, c3 = v, c4 = v, c5 = v, c6 = v, c7 = v, c8 = v, c9 = v WHERE"
+            )
+        );
+        assert_eq!(
+            server_loop_call(30.0, 1000, 64, 8, 20, -0.5, "it's"),
+            "CALL pg_temp.dbio_loop(30, 1000, 64, 8, 20, -0.5, 'it''s')"
+        );
+    }
 
     #[test]
     fn templates_fill_quoted_identifiers() {
