@@ -231,7 +231,265 @@ def part_driver(a, base, md):
     return rows
 
 
-PARTS = {"driver": part_driver}
+# --------------------------------------------------------------------------------------------
+# Part b: loader against pgbench -i and a server-side generate_series load
+# --------------------------------------------------------------------------------------------
+
+GS_TABLE = """CREATE SCHEMA {s};
+CREATE TABLE {s}.cf1 (custid bigint NOT NULL, c2 text NOT NULL, c3 text NOT NULL, c4 text NOT NULL,
+  c5 text NOT NULL, c6 text NOT NULL, c7 text NOT NULL, c8 text NOT NULL, c9 text NOT NULL)
+  WITH (fillfactor = 10);
+INSERT INTO {s}.cf1 SELECT g, f, f, f, f, f, f, f, f
+  FROM generate_series(1, {rows}) AS g, rpad('x', 120, 'x') AS f;
+CREATE INDEX ON {s}.cf1 (custid);
+VACUUM (FREEZE, ANALYZE) {s}.cf1;"""
+
+
+def total_bytes(cl, where):
+    return int(cl.psql(f"SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                       f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND {where}"))
+
+
+def part_loader(a, base, md):
+    schemas, blocks, parallel = 4, 8192, 2
+    cl = Cluster(base, "load", "128MB")
+    rows = []
+    try:
+        pgb = pgbench_bin(cl)
+        # pgbench -i: ~13.4 MiB of tables and indexes per scale unit; pick the scale whose volume
+        # is closest to dbio's (measured below, then reported as it came out).
+        pgb_scale = max(1, round(schemas * blocks * 8192 * 1.03 / (13.4 * 2**20)))
+        gs_sql = os.path.join(base, "gs-{}.sql")
+        for i in range(schemas):
+            with open(gs_sql.format(i + 1), "w") as f:
+                f.write(GS_TABLE.format(s=f"gs{i + 1}", rows=blocks))
+        psql = shutil.which("psql") or "psql"
+        methods = {
+            "dbio setup": ([DBIO, "setup", "--dsn", cl.dsn, "--schemas", str(schemas), "--scale", f"{blocks}blocks",
+                            "--parallel", str(parallel), "--force", "-q"], "n.nspname LIKE 'user%'"),
+            "pgbench -i": ([pgb, *cl.libpq_args(), "-i", "-q", "-s", str(pgb_scale), cl.conn["dbname"]],
+                           "c.relname LIKE 'pgbench%'"),
+            "INSERT ... generate_series": (None, "n.nspname LIKE 'gs%'"),
+        }
+        res = {m: ([], []) for m in methods}
+        for rep in range(a.repeats):
+            order = list(methods)[rep % 3:] + list(methods)[:rep % 3]
+            for m in order:
+                cmd, where = methods[m]
+                # Start each load from the same state: nothing of the method's own left over, a checkpoint.
+                cl.psql("DROP SCHEMA IF EXISTS gs1, gs2, gs3, gs4 CASCADE")
+                cl.psql("DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history")
+                run([DBIO, "teardown", "--dsn", cl.dsn, "--yes", "-q"], check=False)
+                cl.psql("CHECKPOINT")
+                t0 = time.monotonic()
+                if cmd:
+                    run(cmd)
+                else:
+                    # pgio's way: the rows are made by the server; `parallel` psql sessions at a time.
+                    procs = []
+                    for chunk in range(parallel):
+                        files = [gs_sql.format(i + 1) for i in range(schemas) if i % parallel == chunk]
+                        args = [psql, *cl.libpq_args(), "-d", cl.conn["dbname"], "-Xq", "-v", "ON_ERROR_STOP=1"]
+                        for f in files:
+                            args += ["-f", f]
+                        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL))
+                    if any(p.wait() != 0 for p in procs):
+                        sys.exit("the generate_series load failed")
+                cl.psql("CHECKPOINT")
+                wall = time.monotonic() - t0
+                size = total_bytes(cl, where)
+                res[m][0].append(size / 2**20 / wall)
+                res[m][1].append(size)
+                log(f"loader: {m}: {size / 2**20:.0f} MiB in {wall:.2f} s")
+        for m in methods:
+            rows.append((m, med(res[m][1]) / 2**20, med(res[m][0]), spread(res[m][0])))
+    finally:
+        cl.stop()
+    fastest_peer = max(r[2] for r in rows[1:])
+    md.append("### Loader: MB/s for the same data volume\n")
+    md.append(f"shared_buffers = 128MB. Each load starts from an empty database and a CHECKPOINT and ends with a "
+              f"CHECKPOINT (inside the timed part, so what is timed is on disk); MiB is the tables' and indexes' "
+              f"total size after the load (pg_total_relation_size); {a.repeats} runs per method, interleaved in "
+              f"rotating order; medians. dbio: `dbio setup --schemas {schemas} --scale {blocks}blocks --parallel "
+              f"{parallel} --force` (binary COPY FREEZE, keys shuffled, index after load, VACUUM (FREEZE, ANALYZE)). "
+              f"pgbench: `pgbench -i -q -s {pgb_scale}` (client-side COPY, primary keys, VACUUM). generate_series: "
+              f"the same table as dbio's, filled by `INSERT ... SELECT ... FROM generate_series` (keys in order), "
+              f"index, VACUUM (FREEZE, ANALYZE), {parallel} psql sessions. Goal: dbio >= 1.0 x the faster peer.\n")
+    md.append("| method | MiB loaded | MiB/s | MiB/s spread | dbio / this |")
+    md.append("|---|---:|---:|---:|---:|")
+    for m, mib, mbs, sp in rows:
+        md.append(f"| {m} | {mib:.0f} | {mbs:.1f} | {sp:.2f} | {rows[0][2] / mbs:.3f} |")
+    md.append(f"\ndbio / the faster peer: {rows[0][2] / fastest_peer:.3f}.\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Part c: server-side engine against the client engine
+# --------------------------------------------------------------------------------------------
+
+def part_server(a, base, md):
+    blocks = 32768
+    cl = Cluster(base, "srv", "512MB")
+    rows = []
+    try:
+        data = ["--schemas", "1", "--scale", f"{blocks}blocks"]
+        run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
+        dbio_run(cl, os.path.join(base, "srv-warm"), [*data, "--readers", "2", "--run-time", "5s"])
+        for wu in a.work_units:
+            for r in a.readers:
+                res = {"client": [], "server": []}
+                for rep in range(a.repeats):
+                    order = ["client", "server"] if rep % 2 == 0 else ["server", "client"]
+                    for eng in order:
+                        _, out = dbio_run(cl, os.path.join(base, f"srv-{wu}-{r}-{eng}-{rep}"),
+                                          [*data, "--engine", eng, "--readers", str(r), "--work-unit", str(wu),
+                                           "--run-time", f"{a.seconds}s"])
+                        res[eng].append(out["client"]["ops_per_s"])
+                c, s_ = med(res["client"]), med(res["server"])
+                log(f"server: wu {wu} readers {r}: client {c:.0f} ops/s, server {s_:.0f} ops/s")
+                rows.append((wu, r, c, s_, c / s_, spread(res["client"]), spread(res["server"])))
+    finally:
+        cl.stop()
+    md.append("### Server-side engine against the client engine\n")
+    md.append(f"Same data set as the driver part (cached). `dbio run --engine client|server --readers N "
+              f"--work-unit W --run-time {a.seconds}s`, {a.repeats} runs per engine, interleaved; medians. The "
+              "server engine runs each session's loop in a PL/pgSQL procedure (SLOB/pgio style): its ops/s has no "
+              "client round trip in it, so client / server is what the client's round trips cost in throughput "
+              "on this host (client and server share its CPUs).\n")
+    md.append("| work_unit | sessions | client engine ops/s | server engine ops/s | client / server | client spread | server spread |")
+    md.append("|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        md.append("| %d | %d | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
+    md.append("")
+
+
+# --------------------------------------------------------------------------------------------
+# Part d: 1 to 256 sessions
+# --------------------------------------------------------------------------------------------
+
+class ServerCpu:
+    """CPU seconds of a cluster's processes over a command, polled from /proc (backends come
+    and go with the sessions, so each is read while it lives)."""
+
+    def __init__(self, cl):
+        self.cl, self.seen, self.first = cl, {}, {}
+        for pid in cl.postgres_pids():
+            self.first[pid] = self.seen[pid] = proc_cpu_s([pid])
+
+    def poll(self):
+        for pid in self.cl.postgres_pids():
+            v = proc_cpu_s([pid])
+            if v or pid in self.seen:
+                self.seen[pid] = max(v, self.seen.get(pid, 0))
+            self.first.setdefault(pid, 0.0)
+
+    def total(self):
+        return sum(self.seen[p] - self.first.get(p, 0.0) for p in self.seen)
+
+
+def part_scale(a, base, md):
+    cl = Cluster(base, "scale", "512MB")
+    rows = []
+    try:
+        data = ["--schemas", "4", "--scale", "8192blocks"]
+        run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
+        dbio_run(cl, os.path.join(base, "scale-warm"), [*data, "--readers", "4", "--run-time", "5s"])
+        for n in a.sessions:
+            rss, dcpu, scpu, ops = [], [], [], []
+            for rep in range(a.repeats):
+                out = os.path.join(base, f"scale-{n}-{rep}")
+                cmd = [DBIO, "run", "--dsn", cl.dsn, "-q", "--out", out, *data, "--readers", str(n),
+                       "--work-unit", "64", "--run-time", f"{a.seconds}s"]
+                srv = ServerCpu(cl)
+                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                while p.poll() is None:
+                    srv.poll()
+                    time.sleep(0.2)
+                if p.returncode != 0:
+                    sys.exit(f"dbio run failed: {p.stderr.read().decode()}")
+                with open(os.path.join(out, "result.json")) as f:
+                    r = json.load(f)
+                c = r["client"]
+                secs = r["window"]["measured_s"]
+                rss.append(c["max_rss_kib"])
+                dcpu.append(100 * (c["cpu"]["user_s"] + c["cpu"]["system_s"]) / secs)
+                scpu.append(100 * srv.total() / max(secs, 1e-9))
+                ops.append(c["ops_per_s"])
+            row = (n, med(ops), med(rss), med(dcpu), med(scpu))
+            log("scale: %d sessions: %.0f ops/s, RSS %d KiB, dbio %.0f%%, server %.0f%%" % row)
+            rows.append(row)
+    finally:
+        cl.stop()
+    base_rss = rows[0][2]
+    md.append("### Scale: 1 to 256 sessions\n")
+    md.append(f"4 schemas x 8192 blocks (256 MiB, cached), work_unit 64, readers only, {a.seconds} s per run, "
+              f"{a.repeats} runs per point, medians. RSS is dbio's peak (`client.max_rss_kib`); dbio CPU is its "
+              "user + system time over the window (`client.cpu`) as a share of one core; server CPU is the sum of "
+              "the cluster's processes' utime + stime from /proc/<pid>/stat, polled every 0.2 s while they live "
+              "(backends exit with their sessions), over the same window. "
+              f"Host: {os.cpu_count()} CPUs = {100 * (os.cpu_count() or 1)}% in all. Goal: <= 256 KiB RSS per "
+              "session, and the server, not dbio, saturates first.\n")
+    md.append("| sessions | ops/s | dbio peak RSS KiB | RSS per session above one, KiB | dbio CPU % | server CPU % |")
+    md.append("|---:|---:|---:|---:|---:|---:|")
+    for n, ops, rss, dc, sc in rows:
+        per = f"{(rss - base_rss) / (n - 1):.0f}" if n > 1 else "-"
+        md.append(f"| {n} | {ops:.0f} | {rss:.0f} | {per} | {dc:.0f} | {sc:.0f} |")
+    md.append("")
+
+
+# --------------------------------------------------------------------------------------------
+# Part e: cold reads on PostgreSQL 17 with debug_io_direct against dbio calibrate
+# --------------------------------------------------------------------------------------------
+
+def part_cold(a, base, md):
+    pg17 = os.environ.get("DBIO_PG17_BIN")
+    if not pg17 or not os.path.exists(os.path.join(pg17, "postgres")):
+        sys.exit("the cold part needs PostgreSQL 17: run it through scripts/bench.sh, or set DBIO_PG17_BIN")
+    cl = Cluster(base, "cold", "16MB", pg_bin=pg17, sets=["debug_io_direct=data"])
+    calfile = os.path.join(base, "calibrate.dat")
+    rows = []
+    try:
+        schemas, blocks = 4, 32768
+        data = ["--schemas", str(schemas), "--scale", f"{blocks}blocks"]
+        log("cold: loading 4 x 256 MiB on PostgreSQL 17 (debug_io_direct=data)")
+        run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
+        run([DBIO, "calibrate", "--path", calfile, "--create", "--size", "1GiB", "--levels", "1",
+             "--duration", "1s", "-q", "--out", os.path.join(base, "cal-init")])
+        for n in a.cold_levels:
+            db, dev = [], []
+            for rep in range(a.repeats):
+                order = ["db", "dev"] if rep % 2 == 0 else ["dev", "db"]
+                for what in order:
+                    out = os.path.join(base, f"cold-{what}-{n}-{rep}")
+                    if what == "db":
+                        _, r = dbio_run(cl, out, [*data, "--readers", str(n), "--work-unit", "1",
+                                                  "--run-time", f"{a.seconds}s"])
+                        db.append(r["db"]["read_iops"])
+                    else:
+                        run([DBIO, "calibrate", "--path", calfile, "--engine", "psync", "--levels", str(n),
+                             "--duration", f"{a.seconds}s", "-q", "--out", out])
+                        with open(os.path.join(out, "calibrate.json")) as f:
+                            dev.append(json.load(f)["points"][0]["small_iops"])
+            row = (n, med(db), med(dev), med(db) / med(dev), spread(db), spread(dev))
+            log("cold: %d: database %.0f read IOPS, device %.0f IOPS" % row[:3])
+            rows.append(row)
+    finally:
+        cl.stop()
+    md.append("### Cold reads against the device\n")
+    md.append(f"PostgreSQL 17 (npm build) with `debug_io_direct=data` (no OS page cache) and shared_buffers = 16MB; "
+              f"{schemas} schemas x {blocks} blocks (1 GiB): nearly every read of a heap block is a device read. "
+              f"`dbio run --readers N --work-unit 1 --run-time {a.seconds}s` against `dbio calibrate --engine psync "
+              f"--levels N --duration {a.seconds}s` on a 1 GiB file in the same file system; {a.repeats} runs each, "
+              "interleaved; medians. Database read IOPS are `db.metrics.read_iops` (read requests that missed "
+              "shared_buffers, from pg_stat_io / pg_stat_database). Goal: database / device >= 0.85.\n")
+    md.append("| sessions = outstanding I/Os | database read IOPS | device IOPS (calibrate) | database / device | database spread | device spread |")
+    md.append("|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        md.append("| %d | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
+    md.append("")
+
+
+PARTS = {"driver": part_driver, "loader": part_loader, "server": part_server, "scale": part_scale,
+         "cold": part_cold}
 
 
 def environment(a):
@@ -259,12 +517,16 @@ def main():
     p.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     p.add_argument("--repeats", type=int, default=3, help="runs per tool and point")
     p.add_argument("--readers", default="1,2,4,8", help="client counts of the driver and server parts")
-    p.add_argument("--work-units", default="1,64", help="work units of the driver part")
+    p.add_argument("--work-units", default="1,64", help="work units of the driver and server parts")
+    p.add_argument("--sessions", default="1,4,16,64,256", help="session counts of the scale part")
+    p.add_argument("--cold-levels", default="1,2,4,8,16", help="readers / outstanding I/Os of the cold part")
     p.add_argument("--out", help="write the Markdown here instead of into docs/BENCHMARKS.md")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder")
     a = p.parse_args()
     a.readers = [int(x) for x in a.readers.split(",")]
     a.work_units = [int(x) for x in a.work_units.split(",")]
+    a.sessions = [int(x) for x in a.sessions.split(",")]
+    a.cold_levels = [int(x) for x in a.cold_levels.split(",")]
     parts = [x for x in a.parts.split(",") if x]
     for x in parts:
         if x not in PARTS:

@@ -1138,9 +1138,23 @@ fn rusage() -> Option<libc::rusage> {
     (rc == 0).then(|| unsafe { ru.assume_init() })
 }
 
-/// This process's peak resident set size in KiB (ru_maxrss; Linux reports KiB).
+/// This process's peak resident set size in KiB: VmHWM from /proc/self/status. Not
+/// ru_maxrss: Linux carries that across execve, so it reports the launching process's peak
+/// when that was larger (a Python harness made a 1-session dbio look 14 MiB instead of 8).
 pub fn max_rss_kib() -> Option<u64> {
-    u64::try_from(rusage()?.ru_maxrss).ok()
+    let status = std::fs::read_to_string("/proc/self/status").ok();
+    status
+        .as_deref()
+        .and_then(vm_hwm_kib)
+        .or_else(|| u64::try_from(rusage()?.ru_maxrss).ok())
+}
+
+/// The `VmHWM:` line of /proc/<pid>/status, in KiB.
+fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// This process's user and system CPU seconds (all threads).
@@ -1241,6 +1255,14 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn peak_rss_comes_from_vm_hwm() {
+        let status = "Name:\tdbio\nVmPeak:\t  99999 kB\nVmHWM:\t    7948 kB\nVmRSS:\t 7000 kB\n";
+        assert_eq!(vm_hwm_kib(status), Some(7948));
+        assert_eq!(vm_hwm_kib("Name:\tx\n"), None);
+        assert!(max_rss_kib().is_some_and(|k| k > 0));
     }
 
     #[test]
