@@ -454,37 +454,39 @@ def part_cold(a, base, md):
         run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
         run([DBIO, "calibrate", "--path", calfile, "--create", "--size", "1GiB", "--levels", "1",
              "--duration", "1s", "-q", "--out", os.path.join(base, "cal-init")])
-        for n in a.cold_levels:
-            db, dev = [], []
+        for wu, n in [(wu, n) for wu in a.cold_work_units for n in a.cold_levels]:
+            db, dev, per_op = [], [], []
             for rep in range(a.repeats):
                 order = ["db", "dev"] if rep % 2 == 0 else ["dev", "db"]
                 for what in order:
                     out = os.path.join(base, f"cold-{what}-{n}-{rep}")
                     if what == "db":
-                        _, r = dbio_run(cl, out, [*data, "--readers", str(n), "--work-unit", "1",
+                        _, r = dbio_run(cl, out, [*data, "--readers", str(n), "--work-unit", str(wu),
                                                   "--run-time", f"{a.seconds}s"])
                         db.append(r["db"]["read_iops"])
+                        per_op.append(r["db"]["read_iops"] / max(r["client"]["ops_per_s"], 1e-9))
                     else:
                         run([DBIO, "calibrate", "--path", calfile, "--engine", "psync", "--levels", str(n),
                              "--duration", f"{a.seconds}s", "-q", "--out", out])
                         with open(os.path.join(out, "calibrate.json")) as f:
                             dev.append(json.load(f)["points"][0]["small_iops"])
-            row = (n, med(db), med(dev), med(db) / med(dev), spread(db), spread(dev))
-            log("cold: %d: database %.0f read IOPS, device %.0f IOPS" % row[:3])
+            row = (wu, n, med(per_op), med(db), med(dev), med(db) / med(dev), spread(db), spread(dev))
+            log("cold: wu %d, %d sessions: %.1f reads/op, database %.0f read IOPS, device %.0f IOPS" % row[:5])
             rows.append(row)
     finally:
         cl.stop()
     md.append("### Cold reads against the device\n")
     md.append(f"PostgreSQL 17 (npm build) with `debug_io_direct=data` (no OS page cache) and shared_buffers = 16MB; "
               f"{schemas} schemas x {blocks} blocks (1 GiB): nearly every read of a heap block is a device read. "
-              f"`dbio run --readers N --work-unit 1 --run-time {a.seconds}s` against `dbio calibrate --engine psync "
+              f"`dbio run --readers N --work-unit W --run-time {a.seconds}s` against `dbio calibrate --engine psync "
               f"--levels N --duration {a.seconds}s` on a 1 GiB file in the same file system; {a.repeats} runs each, "
               "interleaved; medians. Database read IOPS are `db.metrics.read_iops` (read requests that missed "
               "shared_buffers, from pg_stat_io / pg_stat_database). Goal: database / device >= 0.85.\n")
-    md.append("| sessions = outstanding I/Os | database read IOPS | device IOPS (calibrate) | database / device | database spread | device spread |")
-    md.append("|---:|---:|---:|---:|---:|---:|")
+    md.append("| work_unit | sessions = outstanding I/Os | database reads per operation | database read IOPS "
+              "| device IOPS (calibrate) | database / device | database spread | device spread |")
+    md.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        md.append("| %d | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
+        md.append("| %d | %d | %.1f | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
     md.append("")
 
 
@@ -520,6 +522,7 @@ def main():
     p.add_argument("--work-units", default="1,64", help="work units of the driver and server parts")
     p.add_argument("--sessions", default="1,4,16,64,256", help="session counts of the scale part")
     p.add_argument("--cold-levels", default="1,2,4,8,16", help="readers / outstanding I/Os of the cold part")
+    p.add_argument("--cold-work-units", default="1,64", help="work units of the cold part")
     p.add_argument("--out", help="write the Markdown here instead of into docs/BENCHMARKS.md")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder")
     a = p.parse_args()
@@ -527,6 +530,7 @@ def main():
     a.work_units = [int(x) for x in a.work_units.split(",")]
     a.sessions = [int(x) for x in a.sessions.split(",")]
     a.cold_levels = [int(x) for x in a.cold_levels.split(",")]
+    a.cold_work_units = [int(x) for x in a.cold_work_units.split(",")]
     parts = [x for x in a.parts.split(",") if x]
     for x in parts:
         if x not in PARTS:

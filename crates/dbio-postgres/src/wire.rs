@@ -430,6 +430,13 @@ impl WireConn {
                 Ok(None) => {}
                 Err(e) => return Err(WireError::Protocol(e.to_string())),
             }
+            self.fill()?;
+        }
+    }
+
+    /// Appends what the socket has (blocking until something arrives) to `rbuf`.
+    fn fill(&mut self) -> Result<(), WireError> {
+        loop {
             if self.closed {
                 return Err(WireError::Closed(None));
             }
@@ -438,10 +445,67 @@ impl WireConn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.io_error(e)),
             };
-            self.rbuf.extend_from_slice(&self.scratch[..n]);
             if n == 0 {
                 self.closed = true;
                 return Err(WireError::Closed(None));
+            }
+            self.rbuf.extend_from_slice(&self.scratch[..n]);
+            return Ok(());
+        }
+    }
+
+    /// The answer to Bind/Execute/Sync, read in place: the messages of a normal answer
+    /// (BindComplete, DataRow, CommandComplete, ReadyForQuery) are scanned in the buffer
+    /// without being copied or checked as text; an error goes through the full parser.
+    fn answer(&mut self) -> Result<Executed, WireError> {
+        let mut out = Executed::default();
+        let mut error: Option<ServerError> = None;
+        loop {
+            if self.rbuf.len() >= 5 {
+                let len =
+                    u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]])
+                        as usize;
+                if len < 4 {
+                    self.closed = true;
+                    return Err(WireError::Protocol(format!("message length {len}")));
+                }
+                if self.rbuf.len() > len {
+                    let body = &self.rbuf[5..1 + len];
+                    match self.rbuf[0] {
+                        b'D' if out.first_int8.is_none() => out.first_int8 = first_int8(body),
+                        b'C' => out.tag_rows = tag_rows(body),
+                        b'Z' => {
+                            self.rbuf.advance(1 + len);
+                            return match error {
+                                Some(e) => Err(WireError::Server(e)),
+                                None => Ok(out),
+                            };
+                        }
+                        b'E' => {
+                            let Ok(Some(Message::ErrorResponse(body))) =
+                                Message::parse(&mut self.rbuf)
+                            else {
+                                self.closed = true;
+                                return Err(WireError::Protocol("unreadable error message".into()));
+                            };
+                            let e = ServerError::from_body(&body);
+                            if e.ends_connection() {
+                                self.closed = true;
+                                return Err(WireError::Closed(Some(e)));
+                            }
+                            error.get_or_insert(e);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    self.rbuf.advance(1 + len);
+                    continue;
+                }
+            }
+            match self.fill() {
+                Ok(()) => {}
+                Err(WireError::Closed(None)) => return Err(WireError::Closed(error)),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -540,28 +604,31 @@ impl WireConn {
         frontend::execute("", 0, &mut self.wbuf)?;
         frontend::sync(&mut self.wbuf);
         self.send()?;
-        let mut out = Executed::default();
-        self.finish(|m| match m {
-            Message::DataRow(row) if out.first_int8.is_none() => {
-                if let Ok(Some(Some(r))) = row.ranges().next() {
-                    let mut v = &row.buffer()[r];
-                    if v.len() == 8 {
-                        out.first_int8 = Some(v.get_i64());
-                    }
-                }
-            }
-            Message::CommandComplete(c) => {
-                out.tag_rows = c
-                    .tag()
-                    .ok()
-                    .and_then(|t| t.rsplit(' ').next())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-            }
-            _ => {}
-        })?;
-        Ok(out)
+        self.answer()
     }
+}
+
+/// The first column of a DataRow body when it is 8 bytes (a binary int8).
+fn first_int8(body: &[u8]) -> Option<i64> {
+    let cols = i16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    if cols < 1 || len != 8 {
+        return None;
+    }
+    Some(i64::from_be_bytes(body.get(6..14)?.try_into().ok()?))
+}
+
+/// The row count at the end of a CommandComplete tag (`UPDATE 64\0`, `SELECT 1\0`).
+fn tag_rows(body: &[u8]) -> u64 {
+    let tag = body.strip_suffix(&[0]).unwrap_or(body);
+    let digits = tag.rsplit(|&b| b == b' ').next().unwrap_or(&[]);
+    digits
+        .iter()
+        .try_fold(0u64, |n, &d| {
+            d.is_ascii_digit()
+                .then(|| n.saturating_mul(10).saturating_add(u64::from(d - b'0')))
+        })
+        .unwrap_or(0)
 }
 
 impl Drop for WireConn {
@@ -570,5 +637,24 @@ impl Drop for WireConn {
             frontend::terminate(&mut self.wbuf);
             let _ = self.stream.write_all(&self.wbuf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_in_place() {
+        // DataRow: 1 column of 8 bytes holding 64.
+        let mut row = vec![0, 1, 0, 0, 0, 8];
+        row.extend_from_slice(&64i64.to_be_bytes());
+        assert_eq!(first_int8(&row), Some(64));
+        assert_eq!(first_int8(&[0, 1, 255, 255, 255, 255]), None, "NULL");
+        assert_eq!(first_int8(&[0, 1, 0, 0]), None, "truncated");
+        assert_eq!(tag_rows(b"UPDATE 64\0"), 64);
+        assert_eq!(tag_rows(b"SELECT 1\0"), 1);
+        assert_eq!(tag_rows(b"INSERT 0 12\0"), 12);
+        assert_eq!(tag_rows(b"SET\0"), 0);
     }
 }
