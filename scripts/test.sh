@@ -12,4 +12,7 @@ ensure_pg17
 export DBIO_TEST_PG17_BIN="$PG17_BIN"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The Oracle backend is a default feature; a build without it must work too.
+cargo clippy -p dbio-cli -p dbio-oracle --all-targets --no-default-features -- -D warnings
+cargo test -p dbio-oracle --no-default-features
 cargo test --workspace

@@ -37,13 +37,23 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             data,
             force,
         } => {
-            let (config, target) = prepare(&common, &data)?;
+            let config = load_config(&common, &data)?;
+            if config.engine == Engine::Oracle {
+                let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+                return crate::oracle::setup(&config, admin, force).await;
+            }
+            let target = resolve(&config, &common)?;
             let summary = interruptible(setup(&config, &target, force, quiet), "setup").await?;
             print!("{}", summary.render_text());
             Ok(0)
         }
         Command::Check { common, data } => {
-            let (config, target) = prepare(&common, &data)?;
+            let config = load_config(&common, &data)?;
+            if config.engine == Engine::Oracle {
+                let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+                return crate::oracle::check(&config, admin).await;
+            }
+            let target = resolve(&config, &common)?;
             let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
             let report = interruptible(check::check(&target, &plan), "check").await?;
             print!("{}", report.render_text());
@@ -58,7 +68,12 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 prefix,
                 ..DataArgs::default()
             };
-            let (config, target) = prepare(&common, &data)?;
+            let config = load_config(&common, &data)?;
+            if config.engine == Engine::Oracle {
+                let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+                return crate::oracle::teardown(&config, admin, yes).await;
+            }
+            let target = resolve(&config, &common)?;
             teardown_cmd(&config, &target, yes).await
         }
         Command::Run {
@@ -67,11 +82,17 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             sessions,
             run,
         } => {
-            let (mut config, target) = prepare(&common, &data)?;
+            let mut config = load_config(&common, &data)?;
             sessions.apply(&mut config);
             run.apply(&mut config);
             config.validate()?;
             let output = RunOutput { quiet, ..STDERR };
+            if config.engine == Engine::Oracle {
+                let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+                let result = crate::oracle::run(&config, admin, &output).await?;
+                return Ok(exit_code(&result));
+            }
+            let target = resolve(&config, &common)?;
             let result = run_benchmark(&config, &target, &output).await?;
             Ok(exit_code(&result))
         }
@@ -81,7 +102,14 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             ramp,
             run,
         } => {
-            let (mut config, target) = prepare(&common, &data)?;
+            let mut config = load_config(&common, &data)?;
+            if config.engine == Engine::Oracle {
+                return Err(Failure::new(
+                    2,
+                    "ramp is built for engine: postgres only; with Oracle, run `dbio run` per step and `dbio compare` the results",
+                ));
+            }
+            let target = resolve(&config, &common)?;
             ramp.apply(&mut config);
             run.apply(&mut config);
             config.validate()?;
@@ -182,22 +210,23 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// Loads the config file, applies flags, validates, and resolves the connection target.
-fn prepare(common: &CommonArgs, data: &DataArgs) -> Result<(Config, Target), Failure> {
+/// Loads the config file, applies flags and validates.
+fn load_config(common: &CommonArgs, data: &DataArgs) -> Result<Config, Failure> {
     let mut config = Config::load(common.config.as_deref())?;
     common.apply(&mut config);
     data.apply(&mut config);
     config.validate()?;
-    if config.engine == Engine::Oracle {
-        return Err(dbio_oracle::unavailable().into());
-    }
-    let target = Target::resolve(
+    Ok(config)
+}
+
+/// The PostgreSQL connection target: flag > PG* environment > file > libpq defaults.
+fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
+    Ok(Target::resolve(
         config.target.dsn.as_deref(),
         conn::env_params()?,
         common.dsn.as_deref(),
         config.target.connect_timeout.0,
-    )?;
-    Ok((config, target))
+    )?)
 }
 
 /// Runs `work` until it ends or Ctrl-C arrives; an interrupt is a failure (exit 1).
@@ -525,7 +554,7 @@ fn exit_code(r: &RunResult) -> u8 {
 }
 
 /// Resolves when Ctrl-C arrives; never, when the signal cannot be watched.
-async fn ctrl_c() {
+pub(crate) async fn ctrl_c() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
     }
@@ -556,7 +585,7 @@ pub fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
 }
 
 /// The live line, like `pgbench -P`.
-fn progress_line(p: &Progress) -> String {
+pub(crate) fn progress_line(p: &Progress) -> String {
     if p.warmup {
         return "progress: warm-up".into();
     }

@@ -4,6 +4,7 @@
 mod args;
 mod calibrate;
 mod commands;
+mod oracle;
 mod progress;
 mod ramp;
 

@@ -113,6 +113,9 @@ pub struct CollectorConfig {
     /// Before the window: sync and drop the OS page cache (server on this host, root only),
     /// so reads start physical.
     pub drop_caches: bool,
+    /// Oracle: take AWR snapshots around the window and save the AWR text report beside
+    /// result.json (needs the Diagnostics Pack licence).
+    pub awr: bool,
 }
 
 impl Default for CollectorConfig {
@@ -120,6 +123,7 @@ impl Default for CollectorConfig {
         CollectorConfig {
             sample_period: Dur(Duration::from_millis(100)),
             drop_caches: false,
+            awr: false,
         }
     }
 }

@@ -1,35 +1,174 @@
-//! dbio-oracle: the Oracle backend. This crate is a skeleton: the Oracle issue fills it with
-//! the `oracle` crate (ODPI-C), SLOB's CF1 schema and a V$-view collector. Until then it only
-//! states, in one place, that the engine is not available, so the CLI can say so clearly.
+//! dbio-oracle: the Oracle backend, SLOB's own database. `sql` builds every statement (SLOB's
+//! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, the V$
+//! collector's queries); `metrics` turns two V$ snapshots into the engine-neutral figures of
+//! result.json; `client` (cargo feature `client`, on by default) runs them through the
+//! `oracle` crate, one OS thread and one connection per session.
+//!
+//! What has run where: the SQL builders and the V$ arithmetic are unit-tested on composed
+//! fixtures; the client has never run against an Oracle database in this project's CI (none
+//! can be had there). The error a machine without Oracle Instant Client meets is tested with
+//! the real binary.
+
+pub mod metrics;
+pub mod sql;
+
+#[cfg(feature = "client")]
+pub mod client;
 
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum OracleError {
+    /// ODPI-C could not load libclntsh (DPI-1047).
     #[error(
-        "the Oracle backend is not built yet in this version of dbio; use engine: postgres \
-         (see the README, section \"Oracle\")"
+        "Oracle Instant Client was not found, and dbio's Oracle backend needs it at run time \
+         (DPI-1047). Install Oracle Instant Client 19c or later (the Basic or Basic Light \
+         package from oracle.com; on Debian/Ubuntu also `apt-get install libaio1`), then make its \
+         folder known: export LD_LIBRARY_PATH=/opt/oracle/instantclient_23_x (or add it to \
+         /etc/ld.so.conf.d/ and run ldconfig), or set DBIO_ORACLE_CLIENT_LIB_DIR to it. \
+         Details: {0}"
     )]
-    NotAvailable,
+    NoClient(String),
+    /// This binary was built without the `oracle` cargo feature.
+    #[error(
+        "this dbio was built without the Oracle backend (cargo feature `oracle`); rebuild with \
+         default features, or use engine: postgres"
+    )]
+    NotBuilt,
+    #[error("{0}")]
+    Usage(String),
+    #[error("{context}: {message}")]
+    Failed { context: String, message: String },
 }
 
 impl OracleError {
+    /// 2 for what the user must fix (no client library, bad input), 1 for a failed operation.
     pub fn exit_code(&self) -> u8 {
-        2
+        match self {
+            OracleError::NoClient(_) | OracleError::NotBuilt | OracleError::Usage(_) => 2,
+            OracleError::Failed { .. } => 1,
+        }
+    }
+
+    /// Classifies an error message from the Oracle client: a missing client library becomes
+    /// `NoClient`, with what to install; anything else stays a failure of `context`.
+    pub fn from_client(context: &str, message: String) -> OracleError {
+        if message.contains("DPI-1047") || message.contains("libclntsh") {
+            OracleError::NoClient(message)
+        } else {
+            OracleError::Failed {
+                context: context.to_string(),
+                message,
+            }
+        }
     }
 }
 
-/// Refuses every Oracle operation with a clear message.
-pub fn unavailable() -> OracleError {
-    OracleError::NotAvailable
+/// The parts of an Oracle connect string: `user[/password]@connect_identifier`
+/// (EZConnect `//host:port/service`, a TNS alias, or a full descriptor).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConnectString {
+    pub user: String,
+    pub password: Option<String>,
+    pub connect: String,
+}
+
+impl std::fmt::Debug for ConnectString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl ConnectString {
+    /// Parses `user[/password]@connect`; the password may instead come from
+    /// DBIO_ORACLE_PASSWORD (never printed either way).
+    pub fn parse(dsn: &str, env_password: Option<String>) -> Result<ConnectString, OracleError> {
+        let bad = || {
+            OracleError::Usage(format!(
+                "the Oracle target \"{}\" is not valid: write it as user@//host:port/service \
+                 (the password in DBIO_ORACLE_PASSWORD, or user/password@...)",
+                redact(dsn)
+            ))
+        };
+        let (cred, connect) = dsn.rsplit_once('@').ok_or_else(bad)?;
+        let (user, password) = match cred.split_once('/') {
+            Some((u, p)) => (u, Some(p.to_string())),
+            None => (cred, env_password),
+        };
+        if user.is_empty() || connect.is_empty() {
+            return Err(bad());
+        }
+        Ok(ConnectString {
+            user: user.to_string(),
+            password,
+            connect: connect.to_string(),
+        })
+    }
+
+    /// `user@connect`, never the password.
+    pub fn redacted(&self) -> String {
+        format!("{}@{}", self.user, self.connect)
+    }
+}
+
+/// The target as the user wrote it, without what could be a password.
+fn redact(dsn: &str) -> String {
+    match dsn.rsplit_once('@') {
+        Some((cred, connect)) => format!("{}@{connect}", cred.split('/').next().unwrap_or("")),
+        // No user part: an EZConnect string is safe to show; "user/password" is not.
+        None if dsn.starts_with("//") => dsn.to_string(),
+        None => format!("{}/...", dsn.split('/').next().unwrap_or("")),
+    }
+}
+
+/// The password of the schema users: DBIO_ORACLE_USER_PASSWORD, else SLOB's habit (the user
+/// name).
+pub fn schema_password(user: &str, env: Option<String>) -> String {
+    env.filter(|p| !p.is_empty())
+        .unwrap_or_else(|| user.to_string())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn unavailable_says_what_to_use() {
-        let e = super::unavailable();
-        assert!(e.to_string().contains("engine: postgres"));
+    fn missing_client_library_says_what_to_install() {
+        let e = OracleError::from_client(
+            "connecting",
+            "DPI Error: DPI-1047: Cannot locate a 64-bit Oracle Client library: \"libclntsh.so: cannot open shared object file\"".into(),
+        );
         assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(
+            m.contains("Instant Client")
+                && m.contains("LD_LIBRARY_PATH")
+                && m.contains("DBIO_ORACLE_CLIENT_LIB_DIR"),
+            "{m}"
+        );
+        let other =
+            OracleError::from_client("connecting", "ORA-01017: invalid username/password".into());
+        assert_eq!(other.exit_code(), 1);
+    }
+
+    #[test]
+    fn connect_strings_keep_the_password_out_of_sight() {
+        let c = ConnectString::parse("system/manager@//db:1521/ORCLPDB1", None).unwrap();
+        assert_eq!(c.user, "system");
+        assert_eq!(c.password.as_deref(), Some("manager"));
+        assert_eq!(c.connect, "//db:1521/ORCLPDB1");
+        assert_eq!(c.redacted(), "system@//db:1521/ORCLPDB1");
+        assert!(!format!("{c:?}").contains("manager"));
+        let c = ConnectString::parse("system@//db/X", Some("pw".into())).unwrap();
+        assert_eq!(c.password.as_deref(), Some("pw"));
+        let e = ConnectString::parse("system/secret", None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("user@//host:port/service") && !e.contains("secret"),
+            "{e}"
+        );
+        assert_eq!(schema_password("USER1", None), "USER1");
+        assert_eq!(schema_password("USER1", Some("x".into())), "x");
     }
 }

@@ -1,0 +1,317 @@
+//! `engine: oracle`: setup, check, run and teardown through dbio-oracle. The target is
+//! `user@connect_identifier` (--dsn, DBIO_ORACLE_DSN or target.dsn), a user allowed to create
+//! users and read the V$ views; its password comes from the target or DBIO_ORACLE_PASSWORD.
+
+use dbio_core::Config;
+use dbio_oracle::{ConnectString, OracleError};
+
+use crate::Failure;
+
+/// The admin target: flag > DBIO_ORACLE_DSN > target.dsn.
+pub fn admin_target(config: &Config, flag: Option<&str>) -> Result<ConnectString, Failure> {
+    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let dsn = flag
+        .map(str::to_string)
+        .or_else(|| env("DBIO_ORACLE_DSN"))
+        .or_else(|| config.target.dsn.clone())
+        .ok_or_else(|| {
+            Failure::new(
+                2,
+                "engine: oracle needs a target: --dsn user@//host:port/service, DBIO_ORACLE_DSN, or target.dsn",
+            )
+        })?;
+    Ok(ConnectString::parse(&dsn, env("DBIO_ORACLE_PASSWORD"))?)
+}
+
+/// Runs blocking Oracle work off the async runtime's threads.
+#[cfg(feature = "oracle")]
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, OracleError> + Send + 'static,
+) -> Result<T, Failure> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(Failure::from),
+        Err(e) => Err(Failure::new(
+            1,
+            format!("an Oracle task ended abnormally: {e}"),
+        )),
+    }
+}
+
+#[cfg(feature = "oracle")]
+mod enabled {
+    use std::sync::Mutex;
+
+    use dbio_core::config::{RedoStress, RunEngine};
+    use dbio_core::dataset::DataSetPlan;
+    use dbio_core::driver::{DriveConfig, WindowSpec, drive, session_specs};
+    use dbio_core::report;
+    use dbio_core::result::{DataSetInfo, Environment, RunContext, RunResult};
+    use dbio_core::workload::Workload;
+    use dbio_oracle::{client, metrics, sql};
+
+    use super::*;
+    use crate::commands::{RunOutput, ctrl_c, default_out_dir, progress_line};
+
+    const BLOCK: u64 = 8192;
+
+    fn plan(config: &Config) -> DataSetPlan {
+        DataSetPlan::new(&config.data, BLOCK)
+    }
+
+    pub async fn setup(config: &Config, admin: ConnectString, force: bool) -> Result<u8, Failure> {
+        let plan = plan(config);
+        eprintln!(
+            "setup: {} Oracle schema(s) x {} blocks on {}",
+            plan.schemas,
+            plan.scale_blocks,
+            admin.redacted()
+        );
+        let lines = blocking(move || client::setup(&admin, &plan, force)).await?;
+        for l in lines {
+            println!("{l}");
+        }
+        Ok(0)
+    }
+
+    pub async fn check(config: &Config, admin: ConnectString) -> Result<u8, Failure> {
+        let plan = plan(config);
+        let (ok, lines) = blocking(move || client::check(&admin, &plan)).await?;
+        for l in lines {
+            println!("{l}");
+        }
+        Ok(if ok { 0 } else { 1 })
+    }
+
+    pub async fn teardown(config: &Config, admin: ConnectString, yes: bool) -> Result<u8, Failure> {
+        let prefix = config.data.prefix.clone();
+        let lines = blocking(move || client::teardown(&admin, &prefix, yes)).await?;
+        if lines.is_empty() {
+            println!(
+                "nothing to drop: no users {}<n> made by dbio",
+                config.data.prefix.to_uppercase()
+            );
+        }
+        for l in lines {
+            println!("{l}");
+        }
+        Ok(0)
+    }
+
+    /// One run against Oracle: the same sessions, driver, result.json and report as
+    /// PostgreSQL, with V$ figures and Oracle's event names.
+    pub async fn run(
+        config: &Config,
+        admin: ConnectString,
+        output: &RunOutput<'_>,
+    ) -> Result<RunResult, Failure> {
+        config.validate_run(BLOCK)?;
+        let r = &config.run;
+        if r.engine == RunEngine::Server {
+            return Err(Failure::new(
+                2,
+                "run.engine: server is built for PostgreSQL only; use run.engine: client with engine: oracle",
+            ));
+        }
+        let plan = plan(config);
+        let users: Vec<String> = (1..=plan.schemas)
+            .map(|n| sql::user_name(&plan.prefix, n))
+            .collect();
+        let specs = session_specs(r.readers, r.writers, &users, r.hot_schema);
+        let workload = Workload::from_config(config, BLOCK)?;
+        let out_dir = r
+            .out
+            .clone()
+            .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
+        std::fs::create_dir_all(&out_dir).map_err(|e| {
+            Failure::new(
+                2,
+                format!("cannot create the result folder {}: {e}", out_dir.display()),
+            )
+        })?;
+        // The data set must be complete before anything is measured.
+        let (ok, lines) = {
+            let (a, p) = (admin.clone(), plan.clone());
+            blocking(move || client::check(&a, &p)).await?
+        };
+        if !ok {
+            return Err(Failure::new(
+                2,
+                format!(
+                    "the data set is not fit to run against:\n  {}",
+                    lines.join("\n  ")
+                ),
+            ));
+        }
+        eprintln!(
+            "run: {} reader(s), {} writer(s) on {} (Oracle); connecting and preparing",
+            r.readers,
+            r.writers,
+            admin.redacted()
+        );
+        let heavy = r.redo_stress == RedoStress::Heavy;
+        let mut opening = tokio::task::JoinSet::new();
+        for spec in specs.clone() {
+            let a = admin.clone();
+            opening.spawn_blocking(move || {
+                client::OraSession::open(&a, &spec.schema, &spec.name, heavy).map(|s| (spec, s))
+            });
+        }
+        let mut sessions = Vec::new();
+        while let Some(j) = opening.join_next().await {
+            let opened = j.map_err(|e| Failure::new(1, format!("opening a session: {e}")))??;
+            sessions.push(opened);
+        }
+        sessions.sort_by_key(|(s, _)| s.index);
+
+        let collector = {
+            let a = admin.clone();
+            blocking(move || client::connect(&a, None)).await?
+        };
+        let version = client::server_version(&collector)?;
+        let before: Mutex<Option<metrics::Snapshot>> = Mutex::new(None);
+        let awr_begin: Mutex<Option<i64>> = Mutex::new(None);
+        let window = if r.work_loop > 0 {
+            WindowSpec::Loops(r.work_loop)
+        } else {
+            WindowSpec::Time(r.run_time.0)
+        };
+        let drive_cfg = DriveConfig {
+            workload,
+            window,
+            warmup: r.warmup.0,
+            interval: r.interval.0,
+            progress: if output.quiet {
+                std::time::Duration::ZERO
+            } else {
+                r.progress.0
+            },
+            on_error: r.on_error,
+            seed: r.seed,
+        };
+        eprintln!("run: {} sessions ready; measuring", specs.len());
+        let outcome = drive(
+            sessions,
+            &drive_cfg,
+            ctrl_c(),
+            |p| (output.line)(&progress_line(p)),
+            || async {
+                tokio::task::block_in_place(|| {
+                    if config.collector.awr {
+                        let id = client::awr_snapshot(&collector).map_err(|e| e.to_string())?;
+                        *awr_begin.lock().map_err(|e| e.to_string())? = Some(id);
+                    }
+                    let s = client::snapshot(&collector).map_err(|e| e.to_string())?;
+                    *before.lock().map_err(|e| e.to_string())? = Some(s);
+                    Ok(())
+                })
+            },
+        )
+        .await;
+        let mut warnings = vec![
+            "Oracle: physical reads may be served by the OS page cache unless the database does direct I/O \
+             (filesystemio_options = SETALL, or ASM)"
+                .to_string(),
+        ];
+        let after = tokio::task::block_in_place(|| client::snapshot(&collector));
+        let figures = match (before.lock().ok().and_then(|b| b.clone()), after) {
+            (Some(b), Ok(a)) => Some(metrics::window(&b, &a, outcome.measured_s)),
+            (_, Err(e)) => {
+                warnings.push(format!("the V$ views could not be read after the run: {e}"));
+                None
+            }
+            (None, _) => None,
+        };
+        if let Some(f) = &figures
+            && !f.db.valid
+        {
+            warnings.extend(f.db.invalid_reasons.iter().cloned());
+        }
+        if let Some(begin) = awr_begin.lock().ok().and_then(|b| *b) {
+            let report = tokio::task::block_in_place(|| {
+                client::awr_snapshot(&collector)
+                    .and_then(|end| client::awr_report(&collector, begin, end))
+            });
+            match report {
+                Ok(text) => {
+                    dbio_core::result::write_atomic(&out_dir.join("awr.txt"), text.as_bytes())?
+                }
+                Err(e) => warnings.push(format!("no AWR report: {e}")),
+            }
+        }
+        let mut recorded = config.clone();
+        recorded.target.dsn = Some(admin.redacted());
+        recorded.run.out = Some(out_dir.clone());
+        let used: std::collections::BTreeSet<String> =
+            specs.iter().map(|s| s.schema.clone()).collect();
+        let environment = Environment {
+            dbio_version: env!("CARGO_PKG_VERSION").to_string(),
+            client_host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default(),
+            target: admin.redacted(),
+            server_version: version,
+            server_version_num: 0,
+            settings: Default::default(),
+            data_set: DataSetInfo {
+                schemas: plan.schemas,
+                scale_blocks: plan.scale_blocks,
+                block_size: BLOCK,
+                table_bytes: plan.table_bytes(),
+                schemas_used: used.into_iter().collect(),
+            },
+        };
+        let (db, waits) = figures.map_or((None, None), |f| (Some(f.db), Some(f.waits)));
+        let result = RunResult::build(
+            RunContext {
+                config: recorded,
+                environment,
+                warnings,
+                db,
+                waits,
+                device: None,
+                calibration: None,
+            },
+            window,
+            outcome,
+        );
+        let text = report::render_text(&result);
+        result.write_json(&out_dir)?;
+        dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
+        if output.print_report {
+            print!("{text}");
+        }
+        (output.line)(&format!("results: {}/result.json", out_dir.display()));
+        Ok(result)
+    }
+}
+
+#[cfg(feature = "oracle")]
+pub use enabled::{check, run, setup, teardown};
+
+#[cfg(not(feature = "oracle"))]
+mod disabled {
+    use dbio_core::result::RunResult;
+
+    use super::*;
+    use crate::commands::RunOutput;
+
+    pub async fn setup(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
+    pub async fn check(_: &Config, _: ConnectString) -> Result<u8, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
+    pub async fn teardown(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
+    pub async fn run(
+        _: &Config,
+        _: ConnectString,
+        _: &RunOutput<'_>,
+    ) -> Result<RunResult, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
+}
+
+#[cfg(not(feature = "oracle"))]
+pub use disabled::{check, run, setup, teardown};
