@@ -170,6 +170,8 @@ mod enabled {
         let version = client::server_version(&collector)?;
         let before: Mutex<Option<metrics::Snapshot>> = Mutex::new(None);
         let awr_begin: Mutex<Option<i64>> = Mutex::new(None);
+        let sampler: Mutex<Option<client::Sampler>> = Mutex::new(None);
+        let period = config.collector.sample_period.0;
         let window = if r.work_loop > 0 {
             WindowSpec::Loops(r.work_loop)
         } else {
@@ -202,6 +204,9 @@ mod enabled {
                     }
                     let s = client::snapshot(&collector).map_err(|e| e.to_string())?;
                     *before.lock().map_err(|e| e.to_string())? = Some(s);
+                    let started =
+                        client::Sampler::start(&admin, period).map_err(|e| e.to_string())?;
+                    *sampler.lock().map_err(|e| e.to_string())? = Some(started);
                     Ok(())
                 })
             },
@@ -212,8 +217,13 @@ mod enabled {
              (filesystemio_options = SETALL, or ASM)"
                 .to_string(),
         ];
+        let samples = sampler
+            .lock()
+            .ok()
+            .and_then(|mut s| s.take())
+            .map(|s| tokio::task::block_in_place(|| s.finish()));
         let after = tokio::task::block_in_place(|| client::snapshot(&collector));
-        let figures = match (before.lock().ok().and_then(|b| b.clone()), after) {
+        let mut figures = match (before.lock().ok().and_then(|b| b.clone()), after) {
             (Some(b), Ok(a)) => Some(metrics::window(&b, &a, outcome.measured_s)),
             (_, Err(e)) => {
                 warnings.push(format!("the V$ views could not be read after the run: {e}"));
@@ -221,6 +231,17 @@ mod enabled {
             }
             (None, _) => None,
         };
+        match (&mut figures, samples) {
+            (Some(f), Some(Ok(s))) => metrics::add_samples(
+                &mut f.waits,
+                period.as_secs_f64() * 1e3,
+                s.achieved_period_ms,
+                s.samples,
+                &s.by_event,
+            ),
+            (_, Some(Err(e))) => warnings.push(format!("the session sampler failed: {e}")),
+            _ => {}
+        }
         if let Some(f) = &figures
             && !f.db.valid
         {

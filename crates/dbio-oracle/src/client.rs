@@ -2,7 +2,10 @@
 //! collector run on the caller's thread, and each measured session is a `driver::Session` on
 //! its own OS thread with one connection, as SLOB's one SQL*Plus per session.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
 
 use dbio_core::dataset::DataSetPlan;
 use dbio_core::driver::{Canceller, OpError, Session};
@@ -398,4 +401,66 @@ pub fn server_version(conn: &Connection) -> Result<String> {
     conn.server_version()
         .map(|(v, banner)| format!("{v} ({banner})"))
         .map_err(failed("reading the server version"))
+}
+
+/// What the session sampler saw: per `Class:Event` (or `CPU`), the samples that caught a dbio
+/// session in it (ASH-like, from GV$SESSION, no licence needed).
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    pub samples: u64,
+    pub achieved_period_ms: f64,
+    pub by_event: BTreeMap<String, u64>,
+}
+
+/// Polls GV$SESSION for dbio's sessions (MODULE 'dbio') on its own connection and thread.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<Samples>>,
+}
+
+impl Sampler {
+    pub fn start(admin: &ConnectString, period: Duration) -> Result<Sampler> {
+        let conn = connect(admin, None)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("dbio-sampler".into())
+            .spawn(move || {
+                let mut out = Samples::default();
+                let started = Instant::now();
+                let mut stmt = conn
+                    .statement(sql::SESSION_SAMPLE)
+                    .build()
+                    .map_err(failed("preparing the session sample"))?;
+                while !flag.load(Ordering::Acquire) {
+                    let next = Instant::now() + period;
+                    let rows = stmt
+                        .query_as::<(u32, Option<String>, String, String)>(&[])
+                        .map_err(failed("sampling GV$SESSION"))?;
+                    for (_, _, _, event) in rows.flatten() {
+                        *out.by_event.entry(event).or_default() += 1;
+                    }
+                    out.samples += 1;
+                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                }
+                if out.samples > 0 {
+                    out.achieved_period_ms =
+                        started.elapsed().as_secs_f64() * 1e3 / out.samples as f64;
+                }
+                Ok(out)
+            })
+            .map_err(|e| OracleError::Failed {
+                context: "starting the sampler".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Sampler { stop, handle })
+    }
+
+    pub fn finish(self) -> Result<Samples> {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().map_err(|_| OracleError::Failed {
+            context: "the sampler".into(),
+            message: "its thread ended abnormally".into(),
+        })?
+    }
 }

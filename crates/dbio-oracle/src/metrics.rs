@@ -258,6 +258,34 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
     }
 }
 
+/// Puts the sampler's counts beside the measured rows: `samples` of each event, and rows for
+/// events the sampler saw that V$SYSTEM_EVENT did not time (marked estimated).
+pub fn add_samples(
+    waits: &mut WaitProfile,
+    period_ms: f64,
+    achieved_period_ms: f64,
+    samples: u64,
+    by_event: &BTreeMap<String, u64>,
+) {
+    waits.period_ms = period_ms;
+    waits.achieved_period_ms = achieved_period_ms;
+    waits.samples = samples;
+    for (event, n) in by_event {
+        match waits.foreground.iter_mut().find(|r| &r.event == event) {
+            Some(row) => row.samples = *n,
+            None => waits.foreground.push(WaitRow {
+                event: event.clone(),
+                waits: None,
+                time_s: *n as f64 * achieved_period_ms / 1e3,
+                avg_us: None,
+                pct_db_time: None,
+                measured: false,
+                samples: *n,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +353,29 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("went backwards"), "{why}");
+    }
+
+    #[test]
+    fn samples_join_the_measured_rows() {
+        let mut w = window(&fixture("single-before"), &fixture("single-after"), 300.0).waits;
+        let mut seen = BTreeMap::new();
+        seen.insert("User I/O:db file sequential read".to_string(), 2_500u64);
+        seen.insert("Concurrency:read by other session".to_string(), 40u64);
+        add_samples(&mut w, 100.0, 101.0, 2_950, &seen);
+        assert_eq!(w.samples, 2_950);
+        let top = w
+            .foreground
+            .iter()
+            .find(|r| r.event == "User I/O:db file sequential read")
+            .unwrap();
+        assert_eq!((top.samples, top.measured), (2_500, true));
+        let est = w
+            .foreground
+            .iter()
+            .find(|r| r.event == "Concurrency:read by other session")
+            .unwrap();
+        assert!(!est.measured && est.waits.is_none());
+        assert!((est.time_s - 4.04).abs() < 1e-9);
     }
 
     #[test]

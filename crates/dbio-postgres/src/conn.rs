@@ -14,20 +14,6 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::error::{PgError, Result, source_chain};
 
-/// Why the server closed a connection, once it has.
-#[derive(Debug, Clone, Default)]
-pub struct CloseReason(std::sync::Arc<std::sync::OnceLock<String>>);
-
-impl CloseReason {
-    fn set(&self, reason: String) {
-        let _ = self.0.set(reason);
-    }
-
-    pub fn get(&self) -> Option<&str> {
-        self.0.get().map(String::as_str)
-    }
-}
-
 /// One layer of connection parameters; `None` means "this layer does not say".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnParams {
@@ -217,17 +203,9 @@ impl Target {
         cfg
     }
 
-    /// Opens one connection and spawns its driver task. Errors name the target and say what
-    /// to check.
+    /// Opens one connection and spawns its driver task (preflight, loader, collector; the
+    /// measured sessions use `wire`). Errors name the target and say what to check.
     pub async fn connect(&self, application_name: &str) -> Result<Client> {
-        self.connect_watched(application_name).await.map(|(c, _)| c)
-    }
-
-    /// Like [`Target::connect`], and also returns where the reason goes when the server ends
-    /// the connection (a FATAL error such as "terminating connection due to administrator
-    /// command" arrives on the connection, not on the next statement, which only sees
-    /// "connection closed").
-    pub async fn connect_watched(&self, application_name: &str) -> Result<(Client, CloseReason)> {
         let cfg = self.pg_config(application_name);
         // The timeout also covers hosts that accept TCP but never answer.
         let attempt = tokio::time::timeout(
@@ -246,20 +224,8 @@ impl Target {
             Ok(Err(e)) => return Err(self.connect_error(&e)),
             Ok(Ok(pair)) => pair,
         };
-        let reason = CloseReason::default();
-        let slot = reason.clone();
-        tokio::spawn(async move {
-            let mut connection = connection;
-            // Poll by reference: the connection (and with it the client's pending request)
-            // is dropped only after the reason is recorded, so the request sees it.
-            if let Err(e) = (&mut connection).await {
-                slot.set(match e.as_db_error() {
-                    Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-                    None => source_chain(&e),
-                });
-            }
-        });
-        Ok((client, reason))
+        tokio::spawn(connection);
+        Ok(client)
     }
 
     /// Waits until the server accepts a connection again (after a restart), trying every
