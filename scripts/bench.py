@@ -251,7 +251,7 @@ def total_bytes(cl, where):
 
 
 def part_loader(a, base, md):
-    schemas, blocks, parallel = 4, 8192, 2
+    schemas, blocks, parallel = 4, 32768, 2
     cl = Cluster(base, "load", "128MB")
     rows = []
     try:
@@ -454,15 +454,19 @@ def part_cold(a, base, md):
         run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
         run([DBIO, "calibrate", "--path", calfile, "--create", "--size", "1GiB", "--levels", "1",
              "--duration", "1s", "-q", "--out", os.path.join(base, "cal-init")])
-        for wu, n in [(wu, n) for wu in a.cold_work_units for n in a.cold_levels]:
+        combos = [("client", wu) for wu in a.cold_work_units]
+        if 1 in a.cold_work_units:
+            # The same point lookups looping inside the database: what the client's round trip costs.
+            combos.insert(1, ("server", 1))
+        for (eng, wu), n in [(c, n) for c in combos for n in a.cold_levels]:
             db, dev, per_op = [], [], []
             for rep in range(a.repeats):
                 order = ["db", "dev"] if rep % 2 == 0 else ["dev", "db"]
                 for what in order:
                     out = os.path.join(base, f"cold-{what}-{n}-{rep}")
                     if what == "db":
-                        _, r = dbio_run(cl, out, [*data, "--readers", str(n), "--work-unit", str(wu),
-                                                  "--run-time", f"{a.seconds}s"])
+                        _, r = dbio_run(cl, out, [*data, "--engine", eng, "--readers", str(n), "--work-unit",
+                                                  str(wu), "--run-time", f"{a.seconds}s"])
                         db.append(r["db"]["read_iops"])
                         per_op.append(r["db"]["read_iops"] / max(r["client"]["ops_per_s"], 1e-9))
                     else:
@@ -470,23 +474,23 @@ def part_cold(a, base, md):
                              "--duration", f"{a.seconds}s", "-q", "--out", out])
                         with open(os.path.join(out, "calibrate.json")) as f:
                             dev.append(json.load(f)["points"][0]["small_iops"])
-            row = (wu, n, med(per_op), med(db), med(dev), med(db) / med(dev), spread(db), spread(dev))
-            log("cold: wu %d, %d sessions: %.1f reads/op, database %.0f read IOPS, device %.0f IOPS" % row[:5])
+            row = (eng, wu, n, med(per_op), med(db), med(dev), med(db) / med(dev), spread(db), spread(dev))
+            log("cold: %s engine, wu %d, %d sessions: %.1f reads/op, database %.0f read IOPS, device %.0f IOPS" % row[:6])
             rows.append(row)
     finally:
         cl.stop()
     md.append("### Cold reads against the device\n")
     md.append(f"PostgreSQL 17 (npm build) with `debug_io_direct=data` (no OS page cache) and shared_buffers = 16MB; "
               f"{schemas} schemas x {blocks} blocks (1 GiB): nearly every read of a heap block is a device read. "
-              f"`dbio run --readers N --work-unit W --run-time {a.seconds}s` against `dbio calibrate --engine psync "
+              f"`dbio run --engine E --readers N --work-unit W --run-time {a.seconds}s` against `dbio calibrate --engine psync "
               f"--levels N --duration {a.seconds}s` on a 1 GiB file in the same file system; {a.repeats} runs each, "
               "interleaved; medians. Database read IOPS are `db.metrics.read_iops` (read requests that missed "
               "shared_buffers, from pg_stat_io / pg_stat_database). Goal: database / device >= 0.85.\n")
-    md.append("| work_unit | sessions = outstanding I/Os | database reads per operation | database read IOPS "
+    md.append("| engine | work_unit | sessions = outstanding I/Os | database reads per operation | database read IOPS "
               "| device IOPS (calibrate) | database / device | database spread | device spread |")
-    md.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        md.append("| %d | %d | %.1f | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
+        md.append("| %s | %d | %d | %.1f | %.0f | %.0f | %.3f | %.2f | %.2f |" % row)
     md.append("")
 
 
