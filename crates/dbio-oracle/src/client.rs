@@ -89,87 +89,118 @@ fn user_exists(conn: &Connection, user: &str) -> Result<bool> {
 
 /// SLOB's setup: per schema a user with quota, CF1 one row per block, the keys loaded in
 /// random order on the server, I_CF1, optimizer statistics, the mark. A user that exists and
-/// was not made by dbio is refused; one dbio made is rebuilt only with `force` or when
-/// incomplete. Returns one line per schema.
+/// was not made by dbio is refused (before anything is created); one dbio made is rebuilt
+/// only with `force` or when incomplete. Schemas load `data.parallel` at a time, each on its
+/// own connection and thread. Returns one line per schema.
 pub fn setup(admin: &ConnectString, plan: &DataSetPlan, force: bool) -> Result<Vec<String>> {
     let conn = connect(admin, None)?;
-    let mut lines = Vec::new();
     for n in 1..=plan.schemas {
         let user = sql::user_name(&plan.prefix, n);
-        let started = std::time::Instant::now();
-        let mark_now = marked(&conn, &user)?;
-        if user_exists(&conn, &user)? {
-            match &mark_now {
-                None => {
-                    return Err(OracleError::Usage(format!(
-                        "user {user} exists and was not created by dbio; choose another data.prefix"
-                    )));
-                }
-                Some(m)
-                    if !force
-                        && m.contains("\"complete\"")
-                        && m.contains(&format!("\"scale_blocks\":{}", plan.scale_blocks)) =>
-                {
-                    lines.push(format!(
-                        "{user}: kept (complete, {} blocks)",
-                        plan.scale_blocks
-                    ));
-                    continue;
-                }
-                Some(_) => conn
-                    .execute(&sql::drop_user(&user), &[])
-                    .map(|_| ())
-                    .map_err(failed(&format!("dropping {user} to rebuild it")))?,
-            }
+        if user_exists(&conn, &user)? && marked(&conn, &user)?.is_none() {
+            return Err(OracleError::Usage(format!(
+                "user {user} exists and was not created by dbio; choose another data.prefix"
+            )));
         }
-        let password = schema_password(&user, env("DBIO_ORACLE_USER_PASSWORD"));
-        let ts = plan.tablespace.as_deref();
-        let steps: Vec<(String, String)> = [
-            ("creating the user", sql::create_user(&user, &password, ts)),
-            ("granting CREATE SESSION", sql::grant_session(&user)),
-            ("creating CF1", sql::create_table(&user, ts)),
-            (
-                "marking CF1 as loading",
-                sql::comment_table(&user, &mark("loading", plan.scale_blocks)),
-            ),
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_string(), b))
-        .chain(
-            sql::one_row_per_block(&user)
-                .into_iter()
-                .map(|s| ("one row per block".into(), s)),
-        )
-        .chain(
-            sql::load(
-                &user,
-                plan.scale_blocks,
-                plan.seed.wrapping_add(u64::from(n)),
-            )
-            .into_iter()
-            .map(|s| ("loading".into(), s)),
-        )
-        .chain([
-            ("creating I_CF1".to_string(), sql::create_index(&user, ts)),
-            ("gathering statistics".to_string(), sql::gather_stats(&user)),
-            (
-                "marking CF1 complete".to_string(),
-                sql::comment_table(&user, &mark("complete", plan.scale_blocks)),
-            ),
-        ])
-        .collect();
-        for (what, text) in steps {
-            conn.execute(&text, &[])
-                .map_err(failed(&format!("{user}: {what}")))?;
-            conn.commit().map_err(failed(&format!("{user}: {what}")))?;
-        }
-        lines.push(format!(
-            "{user}: loaded {} rows in {:.1} s",
-            plan.scale_blocks,
-            started.elapsed().as_secs_f64()
-        ));
     }
-    Ok(lines)
+    drop(conn);
+    let next = std::sync::atomic::AtomicU32::new(1);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..plan.parallel.clamp(1, plan.schemas.max(1)) {
+            scope.spawn(|| {
+                let conn = match connect(admin, None) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if let Ok(mut r) = results.lock() {
+                            r.push((0, Err(e)));
+                        }
+                        return;
+                    }
+                };
+                loop {
+                    let n = next.fetch_add(1, Ordering::AcqRel);
+                    if n > plan.schemas {
+                        break;
+                    }
+                    let r = setup_schema(&conn, plan, n, force);
+                    let failed = r.is_err();
+                    if let Ok(mut all) = results.lock() {
+                        all.push((n, r));
+                    }
+                    if failed {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let mut all = results.into_inner().unwrap_or_default();
+    all.sort_by_key(|(n, _)| *n);
+    all.into_iter().map(|(_, r)| r).collect()
+}
+
+fn setup_schema(conn: &Connection, plan: &DataSetPlan, n: u32, force: bool) -> Result<String> {
+    let user = sql::user_name(&plan.prefix, n);
+    let started = Instant::now();
+    if user_exists(conn, &user)? {
+        let m = marked(conn, &user)?.unwrap_or_default();
+        let complete = m.contains("\"complete\"")
+            && m.contains(&format!("\"scale_blocks\":{}", plan.scale_blocks));
+        if complete && !force {
+            return Ok(format!(
+                "{user}: kept (complete, {} blocks)",
+                plan.scale_blocks
+            ));
+        }
+        conn.execute(&sql::drop_user(&user), &[])
+            .map_err(failed(&format!("dropping {user} to rebuild it")))?;
+    }
+    let password = schema_password(&user, env("DBIO_ORACLE_USER_PASSWORD"));
+    let ts = plan.tablespace.as_deref();
+    let steps: Vec<(String, String)> = [
+        ("creating the user", sql::create_user(&user, &password, ts)),
+        ("granting CREATE SESSION", sql::grant_session(&user)),
+        ("creating CF1", sql::create_table(&user, ts)),
+        (
+            "marking CF1 as loading",
+            sql::comment_table(&user, &mark("loading", plan.scale_blocks)),
+        ),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b))
+    .chain(
+        sql::one_row_per_block(&user)
+            .into_iter()
+            .map(|s| ("one row per block".into(), s)),
+    )
+    .chain(
+        sql::load(
+            &user,
+            plan.scale_blocks,
+            plan.seed.wrapping_add(u64::from(n)),
+        )
+        .into_iter()
+        .map(|s| ("loading".into(), s)),
+    )
+    .chain([
+        ("creating I_CF1".to_string(), sql::create_index(&user, ts)),
+        ("gathering statistics".to_string(), sql::gather_stats(&user)),
+        (
+            "marking CF1 complete".to_string(),
+            sql::comment_table(&user, &mark("complete", plan.scale_blocks)),
+        ),
+    ])
+    .collect();
+    for (what, text) in steps {
+        conn.execute(&text, &[])
+            .map_err(failed(&format!("{user}: {what}")))?;
+        conn.commit().map_err(failed(&format!("{user}: {what}")))?;
+    }
+    Ok(format!(
+        "{user}: loaded {} rows in {:.1} s",
+        plan.scale_blocks,
+        started.elapsed().as_secs_f64()
+    ))
 }
 
 /// `check`: every schema complete, rows = keys = distinct blocks (one row per block).
