@@ -321,67 +321,83 @@ async fn updated_keys(c: &tokio_postgres::Client) -> (i64, Option<i64>, Option<i
 async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
     let pg = loaded();
     let dsn = pg.dsn();
-    let out_dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(dbio_bin())
-        .args([
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            SCALE,
-            "--readers",
-            "2",
-            "--writers",
-            "1",
-            "--run-time",
-            "60s",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let c = pg.client().await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let active: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%er-%'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if active == 3 {
-            break;
+    for engine in ["client", "server"] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(dbio_bin())
+            .args([
+                "run",
+                "--dsn",
+                &dsn,
+                "--schemas",
+                "2",
+                "--scale",
+                SCALE,
+                "--engine",
+                engine,
+                "--readers",
+                "2",
+                "--writers",
+                "1",
+                "--run-time",
+                "60s",
+                "--out",
+                out_dir.path().to_str().unwrap(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let active: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%er-%'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if active == 3 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{engine}: sessions never connected"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(Instant::now() < deadline, "sessions never connected");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // SAFETY: kill with a valid pid and signal number.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let sent = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(5),
+                "{engine}: dbio did not stop within 5 s of Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(1), "{engine}");
+        let r = read_result(out_dir.path());
+        assert_eq!(r["status"], "interrupted", "{engine}");
+        assert!(r["window"]["measured_s"].as_f64().unwrap() < 10.0);
+        if engine == "client" {
+            assert!(n(&r, &["client", "ops"]) > 0);
+        } else {
+            // The loops' counts come back only when their calls end; cancelled, they are
+            // lost, and that is not counted as an error.
+            assert_eq!(n(&r, &["client", "errors"]), 0);
+            for s in r["sessions"].as_array().unwrap() {
+                assert_eq!(s["ended_by"], "interrupted", "{s}");
+            }
+        }
+        // No dbio session may be left on the server.
+        wait_no_dbio_sessions(&c, Duration::from_secs(3), "after Ctrl-C").await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    // SAFETY: kill with a valid pid and signal number.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let sent = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            sent.elapsed() < Duration::from_secs(5),
-            "dbio did not stop within 5 s of Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(1));
-    let r = read_result(out_dir.path());
-    assert_eq!(r["status"], "interrupted");
-    assert!(n(&r, &["client", "ops"]) > 0);
-    assert!(r["window"]["measured_s"].as_f64().unwrap() < 10.0);
-    // No dbio session may be left on the server.
-    wait_no_dbio_sessions(&c, Duration::from_secs(3), "after Ctrl-C").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -857,6 +857,9 @@ where
                                 }
                                 outcome.histograms = Some(Box::new(SessionHistograms::from_u64(h)));
                             }
+                            // Cancelled because the run is stopping: the loop's counts are
+                            // lost with its call (the database returns them only at the end).
+                            Err(_) if sh.stopped() => outcome.ended_by = stop_cause(&sh),
                             Err(e) => {
                                 outcome.errors[0] = 1;
                                 outcome.ended_by = "error".into();
