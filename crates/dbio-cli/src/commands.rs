@@ -619,6 +619,45 @@ pub const STDERR: RunOutput<'static> = RunOutput {
     line: &to_stderr,
 };
 
+/// The run's result folder (run.out, or results/<UTC>-<label>/), created.
+pub(crate) fn result_dir(config: &Config) -> Result<std::path::PathBuf, Failure> {
+    let r = &config.run;
+    let out_dir = r
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
+    std::fs::create_dir_all(&out_dir).map_err(|e| {
+        Failure::new(
+            2,
+            format!("cannot create the result folder {}: {e}", out_dir.display()),
+        )
+    })?;
+    Ok(out_dir)
+}
+
+/// What the driver is told: the window (run_time, or work_loop operations per session),
+/// warm-up, intervals, progress (none when quiet), error policy and seed.
+pub(crate) fn drive_config(config: &Config, workload: Workload, quiet: bool) -> DriveConfig {
+    let r = &config.run;
+    DriveConfig {
+        workload,
+        window: if r.work_loop > 0 {
+            WindowSpec::Loops(r.work_loop)
+        } else {
+            WindowSpec::Time(r.run_time.0)
+        },
+        warmup: r.warmup.0,
+        interval: r.interval.0,
+        progress: if quiet {
+            std::time::Duration::ZERO
+        } else {
+            r.progress.0
+        },
+        on_error: r.on_error,
+        seed: r.seed,
+    }
+}
+
 /// The sessions of either engine, connected and ready.
 enum Opened {
     Client(Vec<(SessionSpec, PgSession)>),
@@ -658,16 +697,7 @@ pub async fn run_benchmark(
     config.validate_run(block_size)?;
     let workload = Workload::from_config(config, block_size)?;
 
-    let out_dir = r
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
-    std::fs::create_dir_all(&out_dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the result folder {}: {e}", out_dir.display()),
-        )
-    })?;
+    let out_dir = result_dir(config)?;
 
     let major = pre.info.major();
     let local = target.is_local();
@@ -738,24 +768,8 @@ pub async fn run_benchmark(
         "run",
     )
     .await?;
-    let window = if r.work_loop > 0 {
-        WindowSpec::Loops(r.work_loop)
-    } else {
-        WindowSpec::Time(r.run_time.0)
-    };
-    let drive_cfg = DriveConfig {
-        workload,
-        window,
-        warmup: r.warmup.0,
-        interval: r.interval.0,
-        progress: if quiet {
-            std::time::Duration::ZERO
-        } else {
-            r.progress.0
-        },
-        on_error: r.on_error,
-        seed: r.seed,
-    };
+    let drive_cfg = drive_config(config, workload, quiet);
+    let window = drive_cfg.window;
     let outcome = match opened {
         Opened::Client(sessions) => {
             eprintln!("run: {} sessions ready; measuring", specs.len());

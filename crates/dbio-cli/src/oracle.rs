@@ -43,14 +43,14 @@ mod enabled {
 
     use dbio_core::config::{RedoStress, RunEngine};
     use dbio_core::dataset::DataSetPlan;
-    use dbio_core::driver::{DriveConfig, WindowSpec, drive, session_specs};
+    use dbio_core::driver::{drive, session_specs};
     use dbio_core::report;
     use dbio_core::result::{DataSetInfo, Environment, RunContext, RunResult};
     use dbio_core::workload::Workload;
     use dbio_oracle::{client, metrics, sql};
 
     use super::*;
-    use crate::commands::{RunOutput, ctrl_c, default_out_dir, progress_line};
+    use crate::commands::{RunOutput, ctrl_c, drive_config, progress_line, result_dir};
 
     const BLOCK: u64 = 8192;
 
@@ -118,16 +118,7 @@ mod enabled {
             .collect();
         let specs = session_specs(r.readers, r.writers, &users, r.hot_schema);
         let workload = Workload::from_config(config, BLOCK)?;
-        let out_dir = r
-            .out
-            .clone()
-            .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
-        std::fs::create_dir_all(&out_dir).map_err(|e| {
-            Failure::new(
-                2,
-                format!("cannot create the result folder {}: {e}", out_dir.display()),
-            )
-        })?;
+        let out_dir = result_dir(config)?;
         // The data set must be complete before anything is measured.
         let (ok, lines) = {
             let (a, p) = (admin.clone(), plan.clone());
@@ -172,24 +163,8 @@ mod enabled {
         let awr_begin: Mutex<Option<i64>> = Mutex::new(None);
         let sampler: Mutex<Option<client::Sampler>> = Mutex::new(None);
         let period = config.collector.sample_period.0;
-        let window = if r.work_loop > 0 {
-            WindowSpec::Loops(r.work_loop)
-        } else {
-            WindowSpec::Time(r.run_time.0)
-        };
-        let drive_cfg = DriveConfig {
-            workload,
-            window,
-            warmup: r.warmup.0,
-            interval: r.interval.0,
-            progress: if output.quiet {
-                std::time::Duration::ZERO
-            } else {
-                r.progress.0
-            },
-            on_error: r.on_error,
-            seed: r.seed,
-        };
+        let drive_cfg = drive_config(config, workload, output.quiet);
+        let window = drive_cfg.window;
         eprintln!("run: {} sessions ready; measuring", specs.len());
         let outcome = drive(
             sessions,

@@ -265,6 +265,25 @@ struct Board {
 }
 
 impl Shared {
+    fn new() -> Arc<Shared> {
+        let (stop_tx, _) = watch::channel(false);
+        Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            stop_tx,
+            reason: Mutex::new(None),
+            board: Mutex::new(Board::default()),
+            board_cv: Condvar::new(),
+        })
+    }
+
+    /// How the run ended: the first stop's status and message, or ok.
+    fn status(&self) -> (RunStatus, Option<String>) {
+        match self.reason.lock().ok().and_then(|r| r.clone()) {
+            Some((status, message)) => (status, Some(message)),
+            None => (RunStatus::Ok, None),
+        }
+    }
+
     fn stop(&self, status: RunStatus, message: String) {
         if let Ok(mut r) = self.reason.lock()
             && r.is_none()
@@ -377,14 +396,7 @@ where
     H: FnOnce() -> HF,
     HF: Future<Output = Result<(), String>>,
 {
-    let (stop_tx, _) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
-        stop_tx,
-        reason: Mutex::new(None),
-        board: Mutex::new(Board::default()),
-        board_cv: Condvar::new(),
-    });
+    let shared = Shared::new();
     let arrivals = Arc::new(Arrivals::default());
     let mut cancellers = Vec::new();
     let mut lives = Vec::new();
@@ -432,14 +444,6 @@ where
     tokio::pin!(interrupt);
     let mut interrupt_done = false;
     let mut stopped_at: Option<Instant> = None;
-    let cancel_all = |cancellers: &[Canceller]| {
-        // Cancel every statement in flight so sessions return at once.
-        for c in cancellers {
-            let c = Arc::clone(c);
-            tokio::task::spawn_blocking(move || c());
-        }
-    };
-
     // Every session is connected and prepared: release them together.
     let released = Instant::now();
     shared.post(|b| b.go = Some(released));
@@ -550,13 +554,7 @@ where
             .unwrap_or(measure_from),
     }
     .max(measure_from);
-    let client_cpu = match (cpu_start, cpu_now()) {
-        (Some(a), Some(b)) => Some(CpuUsage {
-            user_s: b.user_s - a.user_s,
-            system_s: b.system_s - a.system_s,
-        }),
-        _ => None,
-    };
+    let client_cpu = cpu_since(cpu_start);
     // The last, partial interval.
     let now = Instant::now();
     if now > last_drain && now >= measure_from {
@@ -566,17 +564,8 @@ where
         }
     }
 
-    let mut histograms = [new_histogram(), new_histogram()];
-    for o in &mut outcomes {
-        if let Some(h) = o.histograms.take() {
-            h.merge_into(&mut histograms);
-        }
-    }
-    outcomes.sort_by_key(|o| o.spec.index);
-    let (status, error) = match shared.reason.lock().ok().and_then(|r| r.clone()) {
-        Some((status, message)) => (status, Some(message)),
-        None => (RunStatus::Ok, None),
-    };
+    let histograms = merge_histograms(&mut outcomes);
+    let (status, error) = shared.status();
     let measured_s = (end_instant - measure_from).as_secs_f64();
     DriveOutcome {
         status,
@@ -706,6 +695,54 @@ fn update_value(session: u32, n: u64, out: &mut String) {
     }
 }
 
+/// Cancels every statement in flight so sessions return at once.
+fn cancel_all(cancellers: &[Canceller]) {
+    for c in cancellers {
+        let c = Arc::clone(c);
+        tokio::task::spawn_blocking(move || c());
+    }
+}
+
+/// The run's read and update histograms: every session's, merged; sessions in index order.
+fn merge_histograms(outcomes: &mut [SessionOutcome]) -> [Histogram<u64>; 2] {
+    let mut histograms = [new_histogram(), new_histogram()];
+    for o in outcomes.iter_mut() {
+        if let Some(h) = o.histograms.take() {
+            h.merge_into(&mut histograms);
+        }
+    }
+    outcomes.sort_by_key(|o| o.spec.index);
+    histograms
+}
+
+/// This process's CPU since `start`.
+fn cpu_since(start: Option<CpuUsage>) -> Option<CpuUsage> {
+    match (start, cpu_now()) {
+        (Some(a), Some(b)) => Some(CpuUsage {
+            user_s: b.user_s - a.user_s,
+            system_s: b.system_s - a.system_s,
+        }),
+        _ => None,
+    }
+}
+
+impl SessionOutcome {
+    fn new(spec: SessionSpec) -> SessionOutcome {
+        SessionOutcome {
+            spec,
+            start: None,
+            end: None,
+            ops: [0; 2],
+            errors: [0; 2],
+            rows: [0; 2],
+            first_error: None,
+            ended_by: "window".into(),
+            histograms: None,
+            last_end_at: None,
+        }
+    }
+}
+
 /// One operation's kind, timing and result.
 struct Done {
     kind: OpKind,
@@ -795,14 +832,7 @@ where
     H: FnOnce() -> HF,
     HF: Future<Output = Result<(), String>>,
 {
-    let (stop_tx, _) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
-        stop_tx,
-        reason: Mutex::new(None),
-        board: Mutex::new(Board::default()),
-        board_cv: Condvar::new(),
-    });
+    let shared = Shared::new();
     if let Err(e) = before_window().await {
         shared.stop(RunStatus::Failed, e);
     }
@@ -827,18 +857,7 @@ where
                 .name(name.clone())
                 .stack_size(SESSION_STACK)
                 .spawn(move || {
-                    let mut outcome = SessionOutcome {
-                        spec,
-                        start: None,
-                        end: None,
-                        ops: [0; 2],
-                        errors: [0; 2],
-                        rows: [0; 2],
-                        first_error: None,
-                        ended_by: "window".into(),
-                        histograms: None,
-                        last_end_at: None,
-                    };
+                    let mut outcome = SessionOutcome::new(spec);
                     if sh.wait_for(|b| b.go).is_some() {
                         let t0 = Instant::now();
                         let r = session.run_loop(run_time.as_secs_f64());
@@ -921,10 +940,7 @@ where
             _ = stop_rx.changed(), if stopped_at.is_none() => {
                 if *stop_rx.borrow() {
                     stopped_at = Some(Instant::now());
-                    for c in &cancellers {
-                        let c = Arc::clone(c);
-                        tokio::task::spawn_blocking(move || c());
-                    }
+                    cancel_all(&cancellers);
                 }
             }
         }
@@ -933,24 +949,9 @@ where
         .or_else(|| outcomes.iter().filter_map(|o| o.last_end_at).max())
         .unwrap_or(measure_from)
         .max(measure_from);
-    let client_cpu = match (cpu_start, cpu_now()) {
-        (Some(a), Some(b)) => Some(CpuUsage {
-            user_s: b.user_s - a.user_s,
-            system_s: b.system_s - a.system_s,
-        }),
-        _ => None,
-    };
-    let mut histograms = [new_histogram(), new_histogram()];
-    for o in &mut outcomes {
-        if let Some(h) = o.histograms.take() {
-            h.merge_into(&mut histograms);
-        }
-    }
-    outcomes.sort_by_key(|o| o.spec.index);
-    let (status, error) = match shared.reason.lock().ok().and_then(|r| r.clone()) {
-        Some((status, message)) => (status, Some(message)),
-        None => (RunStatus::Ok, None),
-    };
+    let client_cpu = cpu_since(cpu_start);
+    let histograms = merge_histograms(&mut outcomes);
+    let (status, error) = shared.status();
     DriveOutcome {
         status,
         error,
@@ -1007,18 +1008,7 @@ fn session_loop<S: Session>(
     ops: OpStream,
     ctx: SessionCtx,
 ) -> SessionOutcome {
-    let mut outcome = SessionOutcome {
-        spec: spec.clone(),
-        start: None,
-        end: None,
-        ops: [0; 2],
-        errors: [0; 2],
-        rows: [0; 2],
-        first_error: None,
-        ended_by: "window".into(),
-        histograms: None,
-        last_end_at: None,
-    };
+    let mut outcome = SessionOutcome::new(spec.clone());
     let mut runner = Runner {
         session,
         spec,
