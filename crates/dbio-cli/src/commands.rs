@@ -825,8 +825,19 @@ pub async fn run_benchmark(
         window,
         outcome,
     );
-    let text = report::render_text(&result);
-    result.write_json(&out_dir)?;
+    publish(&result, &out_dir, output)?;
+    Ok(result)
+}
+
+/// Writes result.json and report.txt (each atomically), prints the report when asked, and
+/// says where they are.
+pub(crate) fn publish(
+    result: &RunResult,
+    out_dir: &Path,
+    output: &RunOutput<'_>,
+) -> Result<(), Failure> {
+    let text = report::render_text(result);
+    result.write_json(out_dir)?;
     dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
     if output.print_report {
         print!("{text}");
@@ -836,5 +847,5 @@ pub async fn run_benchmark(
         out_dir.display(),
         out_dir.display()
     ));
-    Ok(result)
+    Ok(())
 }

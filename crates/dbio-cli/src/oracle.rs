@@ -44,13 +44,12 @@ mod enabled {
     use dbio_core::config::{RedoStress, RunEngine};
     use dbio_core::dataset::DataSetPlan;
     use dbio_core::driver::{drive, session_specs};
-    use dbio_core::report;
     use dbio_core::result::{DataSetInfo, Environment, RunContext, RunResult};
     use dbio_core::workload::Workload;
     use dbio_oracle::{client, metrics, sql};
 
     use super::*;
-    use crate::commands::{RunOutput, ctrl_c, drive_config, progress_line, result_dir};
+    use crate::commands::{RunOutput, ctrl_c, drive_config, progress_line, publish, result_dir};
 
     const BLOCK: u64 = 8192;
 
@@ -270,13 +269,7 @@ mod enabled {
             window,
             outcome,
         );
-        let text = report::render_text(&result);
-        result.write_json(&out_dir)?;
-        dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
-        if output.print_report {
-            print!("{text}");
-        }
-        (output.line)(&format!("results: {}/result.json", out_dir.display()));
+        publish(&result, &out_dir, output)?;
         Ok(result)
     }
 }
