@@ -140,8 +140,13 @@ mod enabled {
         );
         let heavy = r.redo_stress == RedoStress::Heavy;
         let mut opening = tokio::task::JoinSet::new();
+        let services = &config.target.services;
         for spec in specs.clone() {
-            let a = admin.clone();
+            let mut a = admin.clone();
+            // RAC: sessions spread round-robin over the services, as SLOB's service base/max.
+            if !services.is_empty() {
+                a.connect = services[spec.index as usize % services.len()].clone();
+            }
             opening.spawn_blocking(move || {
                 client::OraSession::open(&a, &spec.schema, &spec.name, heavy).map(|s| (spec, s))
             });

@@ -138,6 +138,10 @@ pub struct TargetConfig {
     /// Longest a session's statement may run (lock waits included) before the server
     /// cancels it and the session counts an error; 0s = no limit.
     pub statement_timeout: Dur,
+    /// Oracle: connect identifiers the sessions are spread over round-robin (SLOB's RAC
+    /// service habit, e.g. one service per instance); empty = the target's own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +287,7 @@ impl Default for TargetConfig {
             dsn: None,
             connect_timeout: Dur(Duration::from_secs(10)),
             statement_timeout: Dur(Duration::ZERO),
+            services: Vec::new(),
         }
     }
 }
@@ -399,6 +404,12 @@ impl Config {
 
     /// Checks every value against its allowed range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), CoreError> {
+        if !self.target.services.is_empty() && self.engine != Engine::Oracle {
+            return Err(CoreError::invalid(
+                "target.services",
+                "target.services spreads Oracle sessions over several connect identifiers; with engine: postgres use target.dsn",
+            ));
+        }
         let d = &self.data;
         range(
             "data.schemas",
@@ -693,6 +704,19 @@ mod tests {
         c.run.work_unit = 101;
         let e = c.validate_run(8192).unwrap_err().to_string();
         assert!(e.contains("run.work_unit") && e.contains("1..=100"), "{e}");
+    }
+
+    #[test]
+    fn services_are_for_oracle_only() {
+        let c = Config::from_yaml("target:\n  services: [\"//rac1/slob\"]\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("target.services"), "{e}");
+        let c = Config::from_yaml(
+            "engine: oracle\ntarget:\n  services: [\"//rac1/slob\", \"//rac2/slob\"]\n",
+        )
+        .unwrap();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.target.services.len(), 2);
     }
 
     #[test]
