@@ -11,7 +11,7 @@ use dbio_core::dataset::DataSetPlan;
 use dbio_core::driver::{Canceller, OpError, Session};
 use oracle::{Connection, Connector, InitParams, Statement};
 
-use crate::metrics::{EventRow, InstanceRow, Snapshot, StatRow};
+use crate::metrics::{EventRow, HistRow, InstanceRow, Snapshot, StatRow};
 use crate::{ConnectString, OracleError, schema_password, sql};
 
 type Result<T> = std::result::Result<T, OracleError>;
@@ -401,10 +401,30 @@ pub fn snapshot(conn: &Connection) -> Result<Snapshot> {
             },
         )
         .collect();
+    // GV$EVENT_HISTOGRAM_MICRO exists from 12.1; before that the distribution is left out.
+    let has_micro = conn
+        .query_row_as::<i64>(sql::HAS_HISTOGRAM_MICRO, &[])
+        .map_err(&f)?
+        > 0;
+    let histogram = if has_micro {
+        conn.query_as::<(u32, String, u64, u64)>(&sql::event_histogram_query(), &[])
+            .map_err(&f)?
+            .filter_map(|r| r.ok())
+            .map(|(inst_id, event, wait_time_micro, wait_count)| HistRow {
+                inst_id,
+                event,
+                wait_time_micro,
+                wait_count,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Snapshot {
         instances,
         sysstat,
         events,
+        histogram,
     })
 }
 

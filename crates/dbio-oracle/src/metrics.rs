@@ -35,12 +35,25 @@ pub struct EventRow {
     pub time_waited_micro: u64,
 }
 
+/// One bucket of GV$EVENT_HISTOGRAM_MICRO (12.1+): waits of `event` that took less than
+/// `wait_time_micro` µs (and at least half of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistRow {
+    pub inst_id: u32,
+    pub event: String,
+    pub wait_time_micro: u64,
+    pub wait_count: u64,
+}
+
 /// One snapshot of the V$ views the collector reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Snapshot {
     pub instances: Vec<InstanceRow>,
     pub sysstat: Vec<StatRow>,
     pub events: Vec<EventRow>,
+    /// Empty before 12.1, where the view does not exist.
+    #[serde(default)]
+    pub histogram: Vec<HistRow>,
 }
 
 /// Per-instance figures (RAC: one per instance; the totals are their sums).
@@ -159,6 +172,36 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         counters.insert(
             format!("gv$system_event.{name}.time_waited_micro"),
             *micros as f64,
+        );
+    }
+    // Latency distribution of the key events, per bucket, summed over instances.
+    let mut buckets: BTreeMap<(&str, u64), u64> = BTreeMap::new();
+    for a in &after.histogram {
+        if !ids.contains(&a.inst_id) {
+            continue;
+        }
+        let b = before
+            .histogram
+            .iter()
+            .find(|b| {
+                b.inst_id == a.inst_id
+                    && b.event == a.event
+                    && b.wait_time_micro == a.wait_time_micro
+            })
+            .map_or(0, |b| b.wait_count);
+        if a.wait_count < b {
+            reasons.push(format!(
+                "v$event_histogram_micro '{}' of instance {} went backwards",
+                a.event, a.inst_id
+            ));
+            continue;
+        }
+        *buckets.entry((&a.event, a.wait_time_micro)).or_default() += a.wait_count - b;
+    }
+    for ((event, upper), n) in &buckets {
+        counters.insert(
+            format!("gv$event_histogram_micro.{event}.lt_{upper}us"),
+            *n as f64,
         );
     }
     let sequential = events.get("db file sequential read");
@@ -337,6 +380,23 @@ mod tests {
             .unwrap();
         assert!((cpu.time_s - 1_020.0).abs() < 1e-9);
         assert_eq!(w.instances.len(), 1);
+    }
+
+    #[test]
+    fn the_micro_histogram_becomes_bucket_deltas() {
+        let w = window(&fixture("single-before"), &fixture("single-after"), 300.0);
+        let c = &w.db.counters;
+        let key = |b: u64| format!("gv$event_histogram_micro.db file sequential read.lt_{b}us");
+        assert_eq!(c[&key(256)], 1_200_000.0);
+        assert_eq!(c[&key(512)], 11_985_000.0);
+        assert_eq!(c[&key(1024)], 1_500_000.0);
+        assert_eq!(c[&key(2048)], 300_000.0);
+        // The buckets account for every wait the event counted.
+        let sum: f64 = [256, 512, 1024, 2048].iter().map(|b| c[&key(*b)]).sum();
+        assert_eq!(
+            sum,
+            c["gv$system_event.db file sequential read.total_waits"]
+        );
     }
 
     #[test]
