@@ -165,18 +165,18 @@ pub struct SessionHistograms {
 }
 
 impl SessionHistograms {
-    /// Holds already-built histograms (the server engine's buckets).
-    fn from_u64(h: [Histogram<u64>; 2]) -> SessionHistograms {
+    /// The server engine's power-of-two latency buckets (bucket `i`: `[2^i, 2^(i+1))` µs),
+    /// each recorded at its upper bound `2^(i+1) - 1` µs: percentiles read from them are
+    /// upper bounds, within a factor of two.
+    fn from_buckets(buckets: &[Vec<u64>; 2]) -> SessionHistograms {
         let mut out = SessionHistograms::default();
-        for (slot, h) in out.kinds.iter_mut().zip(h) {
-            if h.is_empty() {
-                continue;
+        for (kind, b) in buckets.iter().enumerate() {
+            for (i, &n) in b.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let upper = ((1u64 << (i + 1).min(40)) - 1).max(1);
+                out.kinds[kind]
+                    .get_or_insert_with(crate::stats::new_session_histogram)
+                    .saturating_record_n(upper, u32::try_from(n).unwrap_or(u32::MAX));
             }
-            let mut small = crate::stats::new_session_histogram();
-            for v in h.iter_recorded() {
-                small.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u32);
-            }
-            *slot = Some(small);
         }
         out
     }
@@ -807,17 +807,6 @@ pub trait LoopSession: Send + 'static {
     fn flush_stats(&mut self);
 }
 
-/// Adds power-of-two latency buckets to an HDR histogram at each bucket's upper bound
-/// (`2^(i+1) - 1` µs): percentiles read from it are upper bounds, within a factor of two.
-pub fn record_buckets(h: &mut Histogram<u64>, buckets: &[u64]) {
-    for (i, &n) in buckets.iter().enumerate() {
-        if n > 0 {
-            let upper = (1u64 << (i + 1).min(40)) - 1;
-            h.saturating_record_n(upper.max(1), n);
-        }
-    }
-}
-
 /// Runs loop sessions: the "before" snapshot, one release, every session's single call, and
 /// the window from the release to the last return. No time series and no live progress: the
 /// database reports only at the end.
@@ -870,11 +859,8 @@ where
                             Ok(c) => {
                                 outcome.ops = c.ops;
                                 outcome.rows = c.rows;
-                                let mut h = [new_histogram(), new_histogram()];
-                                for (k, b) in c.buckets.iter().enumerate() {
-                                    record_buckets(&mut h[k], b);
-                                }
-                                outcome.histograms = Some(Box::new(SessionHistograms::from_u64(h)));
+                                outcome.histograms =
+                                    Some(Box::new(SessionHistograms::from_buckets(&c.buckets)));
                             }
                             // Cancelled because the run is stopping: the loop's counts are
                             // lost with its call (the database returns them only at the end).

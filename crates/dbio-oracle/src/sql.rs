@@ -243,8 +243,6 @@ pub const SESSION_SAMPLE: &str = "SELECT inst_id, client_identifier, state, \
 pub const AWR_SNAPSHOT: &str = "SELECT DBMS_WORKLOAD_REPOSITORY.CREATE_SNAPSHOT() FROM DUAL";
 pub const AWR_REPORT: &str = "SELECT output FROM TABLE(DBMS_WORKLOAD_REPOSITORY.AWR_REPORT_TEXT(\
      (SELECT dbid FROM v$database), (SELECT instance_number FROM v$instance), :1, :2))";
-/// Statspack, the unlicensed alternative (needs PERFSTAT installed by spcreate.sql).
-pub const STATSPACK_SNAPSHOT: &str = "BEGIN PERFSTAT.STATSPACK.SNAP; END;";
 
 #[cfg(test)]
 mod tests {

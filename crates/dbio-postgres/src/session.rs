@@ -206,14 +206,11 @@ impl LoopSession for PgLoopSession {
     }
 
     fn canceller(&self) -> Canceller {
-        let handle = self.conn.cancel_handle();
-        std::sync::Arc::new(move || handle.cancel())
+        canceller(&self.conn)
     }
 
     fn flush_stats(&mut self) {
-        if self.major >= 15 {
-            let _ = self.conn.simple("SELECT pg_stat_force_next_flush()");
-        }
+        flush_stats(&mut self.conn, self.major);
     }
 }
 
@@ -244,16 +241,25 @@ impl Session for PgSession {
         Ok(done.tag_rows)
     }
 
-    /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before
-    /// the call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
     fn flush_stats(&mut self) {
-        if self.major >= 15 {
-            let _ = self.conn.simple("SELECT pg_stat_force_next_flush()");
-        }
+        flush_stats(&mut self.conn, self.major);
     }
 
     fn canceller(&self) -> Canceller {
-        let handle = self.conn.cancel_handle();
-        std::sync::Arc::new(move || handle.cancel())
+        canceller(&self.conn)
+    }
+}
+
+/// Sends a cancel request for the connection's running statement, from any thread.
+fn canceller(conn: &WireConn) -> Canceller {
+    let handle = conn.cancel_handle();
+    std::sync::Arc::new(move || handle.cancel())
+}
+
+/// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before the
+/// call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
+fn flush_stats(conn: &mut WireConn, major: i32) {
+    if major >= 15 {
+        let _ = conn.simple("SELECT pg_stat_force_next_flush()");
     }
 }

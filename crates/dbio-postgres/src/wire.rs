@@ -391,11 +391,6 @@ impl WireConn {
         self.cancel.clone()
     }
 
-    /// The server process serving this connection.
-    pub fn backend_pid(&self) -> i32 {
-        self.cancel.pid
-    }
-
     fn send(&mut self) -> Result<(), WireError> {
         let r = self.stream.write_all(&self.wbuf);
         self.wbuf.clear();
