@@ -184,7 +184,9 @@ pub enum Command {
         /// Size to create, or how much of the file or device to use.
         #[arg(long, value_name = "SIZE")]
         size: Option<SizeSpec>,
-        /// Create the file with real (non-sparse) data first; needs --size.
+        /// Create a new file with real (non-sparse) data first; needs --size. Never replaces a
+        /// file: an existing one is refused, unless it is a calibration file dbio created,
+        /// which is used as it is.
         #[arg(long)]
         create: bool,
         /// Small I/O size.
@@ -207,16 +209,20 @@ pub enum Command {
         /// Percent of small I/Os that are writes (default none).
         #[arg(long, value_name = "P", default_value = "0")]
         write_pct: u32,
-        /// Allow writes to a block device, destroying its data.
+        /// Allow writes (--write-pct) to a block device or to a file that `--create` did not
+        /// make, destroying its data. Without it only dbio's own calibration file takes writes.
         #[arg(long)]
         destroy_data: bool,
         /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite) or io_uring (one
         /// thread keeping the I/Os in flight).
         #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync", "io_uring"])]
         engine: String,
-        /// Result folder.
+        /// Result folder, new or empty (default results/<UTC timestamp>-calibrate/).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Write into a result folder that already holds files, replacing those of the same name.
+        #[arg(long)]
+        overwrite: bool,
     },
 
     /// Print the effective configuration (defaults, then the file) as YAML, or one value.
@@ -347,9 +353,12 @@ pub struct RunArgs {
     /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
+    /// Result folder, new or empty [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write into a result folder that already holds files, replacing those of the same name [config: run.overwrite]
+    #[arg(long)]
+    pub overwrite: bool,
     /// Label of the run, in the result and the folder name [config: run.label]
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
@@ -494,6 +503,9 @@ impl RunArgs {
         }
         if let Some(v) = &self.out {
             r.out = Some(v.clone());
+        }
+        if self.overwrite {
+            r.overwrite = true;
         }
         if let Some(v) = &self.label {
             r.label = Some(v.clone());

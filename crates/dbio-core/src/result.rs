@@ -3,7 +3,7 @@
 //! collector's figures (null where they could not be collected, with a warning saying why).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -214,18 +214,6 @@ impl RunResult {
         }
     }
 
-    /// Writes `result.json` atomically (a temporary file renamed into place), so a reader
-    /// never sees half a result.
-    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, CoreError> {
-        let path = dir.join("result.json");
-        let text = serde_json::to_string_pretty(self).map_err(|e| CoreError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(&path, text.as_bytes())?;
-        Ok(path)
-    }
-
     /// Reads a result document; a malformed, truncated or newer one is a clear error.
     pub fn read_json(path: &Path) -> Result<RunResult, CoreError> {
         let bad = |message: String| CoreError::Result {
@@ -247,15 +235,4 @@ impl RunResult {
         }
         serde_json::from_value(value).map_err(|e| bad(format!("not a valid dbio result: {e}")))
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
-    let io = |source| CoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }
