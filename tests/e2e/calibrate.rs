@@ -171,7 +171,10 @@ fn a_path_without_o_direct_is_refused_clearly() {
     ]);
     let _ = std::fs::remove_file(&path);
     assert_exit(&o, 2);
-    assert!(!out.exists(), "a refused calibration makes no result folder");
+    assert!(
+        !out.exists(),
+        "a refused calibration makes no result folder"
+    );
     let e = stderr(&o);
     assert!(
         e.contains("memory filesystem") || e.contains("does not support O_DIRECT"),
@@ -209,5 +212,8 @@ fn writes_to_a_block_device_need_destroy_data() {
     ]);
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("--destroy-data"), "{}", stderr(&o));
-    assert!(!out.exists(), "a refused calibration makes no result folder");
+    assert!(
+        !out.exists(),
+        "a refused calibration makes no result folder"
+    );
 }

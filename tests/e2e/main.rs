@@ -8,5 +8,6 @@ mod faults;
 mod oracle;
 mod ramp;
 mod run;
+mod safety;
 mod scratch;
 mod setup;

@@ -54,6 +54,16 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// name), fsynced, renamed over `path`, then the folder fsynced. A reader never sees half a
 /// file, and a symlink at `path` or at any temporary name is never followed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
+    write_atomic_then(path, bytes, |_| Ok(()))
+}
+
+/// [`write_atomic`], with `prepare` given the temporary file before the rename: to set its
+/// owner or mode through the descriptor (fchown, fchmod), never through the name.
+pub fn write_atomic_then(
+    path: &Path,
+    bytes: &[u8],
+    prepare: impl FnOnce(&File) -> std::io::Result<()>,
+) -> Result<(), CoreError> {
     let dir = parent_of(path);
     let name = path
         .file_name()
@@ -66,6 +76,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
         .tempfile_in(dir)
         .map_err(io_error(path))?;
     tmp.write_all(bytes).map_err(io_error(path))?;
+    prepare(tmp.as_file()).map_err(io_error(path))?;
     tmp.as_file().sync_all().map_err(io_error(path))?;
     tmp.persist(path).map_err(|e| io_error(path)(e.error))?;
     sync_dir(dir).map_err(io_error(dir))
