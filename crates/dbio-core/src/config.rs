@@ -533,11 +533,12 @@ impl Config {
                 self.regress.max_latency_rise_pct,
             ),
         ] {
+            let Some(v) = v.pct() else { continue };
             if !(0.0..=1000.0).contains(&v) {
                 return Err(CoreError::OutOfRange {
                     key: key.into(),
                     value: v.to_string(),
-                    allowed: "0..=1000 (%)".into(),
+                    allowed: "0..=1000 (%) or off".into(),
                 });
             }
         }
