@@ -158,6 +158,10 @@ pub enum Command {
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Facts that may differ between BASE and CURRENT (e.g. `work_unit,server_major`);
+        /// any other difference in what they measure is refused with exit 2.
+        #[arg(long, value_name = "FACT", value_delimiter = ',')]
+        accept_difference: Vec<String>,
     },
 
     /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and

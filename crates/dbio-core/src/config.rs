@@ -542,6 +542,14 @@ impl Config {
                 });
             }
         }
+        if let Some(label) = &self.run.label
+            && label.chars().any(char::is_control)
+        {
+            return Err(CoreError::invalid(
+                "run.label",
+                "holds a control character (an escape sequence, a newline); use plain text",
+            ));
+        }
         if self.target.connect_timeout.0.is_zero() {
             return Err(CoreError::invalid(
                 "target.connect_timeout",

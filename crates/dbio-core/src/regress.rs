@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::chart::escape;
+use crate::driver::RunStatus;
 use crate::summary::{Stat, StepSet, StepSummary};
 
 /// A threshold in %, or `off`: that gate is not checked. On a shared, noisy system the client
@@ -193,8 +194,69 @@ fn checks() -> [(&'static str, Pick, Direction); 4] {
     ]
 }
 
+/// What makes a regress meaningless, refused before any figure is compared (exit 2): a
+/// baseline that did not finish ok, and a current run that measured something else (other
+/// work_unit, server version, shared_buffers, ...) unless each such fact is in `accepted`.
+pub fn refusal(base: &StepSet, current: &StepSet, accepted: &[String]) -> Option<String> {
+    let failed_step = base.steps.iter().find(|s| s.status != RunStatus::Ok);
+    if base.status != RunStatus::Ok || failed_step.is_some() {
+        let status = failed_step.map(|s| s.status).unwrap_or(base.status);
+        return Some(format!(
+            "the baseline {} is {}: a failed or interrupted run is never a baseline; use a run whose status is ok",
+            base.path.display(),
+            status.as_str()
+        ));
+    }
+    let open: Vec<String> = base
+        .shape
+        .differences(&current.shape)
+        .into_iter()
+        .filter(|d| !accepted.iter().any(|a| a == d.fact))
+        .map(|d| d.to_string())
+        .collect();
+    if open.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} and {} do not measure the same thing: {}; if these differences are intended, accept them with --accept-difference {}",
+        base.path.display(),
+        current.path.display(),
+        open.join("; "),
+        base.shape
+            .differences(&current.shape)
+            .iter()
+            .filter(|d| !accepted.iter().any(|a| a == d.fact))
+            .map(|d| d.fact)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
+}
+
 pub fn regress(base: &StepSet, current: &StepSet, cfg: &RegressConfig) -> Vec<RegressRow> {
     let mut rows = Vec::new();
+    // A failed or interrupted run never passes, whatever its figures.
+    for c in &current.steps {
+        let status = if c.status != RunStatus::Ok {
+            c.status
+        } else {
+            current.status
+        };
+        if status != RunStatus::Ok {
+            rows.push(RegressRow {
+                step: c.step.clone(),
+                metric: "status".into(),
+                baseline: None,
+                current: None,
+                change_pct: None,
+                threshold_pct: None,
+                regressed: true,
+                note: format!(
+                    "the current run is {}: a failed or interrupted run never passes",
+                    status.as_str()
+                ),
+            });
+        }
+    }
     let single = base.steps.len() == 1 && current.steps.len() == 1;
     for b in &base.steps {
         let t = cfg.for_step(&b.step);
@@ -263,7 +325,7 @@ fn num(v: Option<f64>) -> String {
 
 fn allowed(r: &RegressRow) -> String {
     match r.threshold_pct {
-        _ if r.metric == "step" => "-".into(),
+        _ if r.metric == "step" || r.metric == "status" => "-".into(),
         Some(t) => format!("{t:+.0}%"),
         None => "off".into(),
     }
@@ -377,6 +439,8 @@ mod tests {
 
     fn set(steps: Vec<StepSummary>) -> StepSet {
         StepSet {
+            status: RunStatus::Ok,
+            shape: crate::shape::Shape::of(&crate::Config::default(), None, None),
             label: "x".into(),
             path: "x".into(),
             steps,
@@ -431,6 +495,36 @@ mod tests {
             rows.iter()
                 .any(|r| r.step == "r4-w0" && r.metric == "step" && r.regressed)
         );
+    }
+
+    #[test]
+    fn an_interrupted_run_never_passes_and_is_never_a_baseline() {
+        let base = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cur = set(vec![step(1, 1000.0, 100.0)]);
+        cur.status = RunStatus::Interrupted;
+        let rows = regress(&base, &cur, &RegressConfig::default());
+        let status: Vec<_> = rows.iter().filter(|r| r.metric == "status").collect();
+        assert_eq!(status.len(), 1);
+        assert!(status[0].regressed && status[0].note.contains("interrupted"));
+        assert!(render_text(&base, &cur, &rows).contains("REGRESSION"));
+        assert!(refusal(&base, &cur, &[]).is_none());
+        let e = refusal(&cur, &base, &[]).expect("an interrupted baseline is refused");
+        assert!(e.contains("never a baseline"), "{e}");
+    }
+
+    #[test]
+    fn other_shapes_are_refused_unless_accepted() {
+        let base = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cur = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cfg = crate::Config::default();
+        cfg.run.work_unit = 1;
+        cur.shape = crate::shape::Shape::of(&cfg, None, None);
+        let e = refusal(&base, &cur, &[]).expect("refused");
+        assert!(
+            e.contains("work_unit 64 vs 1") && e.contains("--accept-difference work_unit"),
+            "{e}"
+        );
+        assert!(refusal(&base, &cur, &["work_unit".to_string()]).is_none());
     }
 
     #[test]
