@@ -184,4 +184,14 @@ fn compare_and_regress_read_status_shape_and_sanity() {
     ]);
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("run.label"), "{}", stderr(&o));
+
+    // A window too short to measure is refused before anything runs (a 1 ms window once
+    // reported "16000 read requests/s" from one read).
+    let o = dbio(&["run", "--dsn", &dsn, "--run-time", "1ms", "-q"]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("too short to measure"),
+        "{}",
+        stderr(&o)
+    );
 }
