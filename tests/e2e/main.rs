@@ -4,6 +4,7 @@
 mod bad_input;
 mod calibrate;
 mod collector;
+mod comparability;
 mod faults;
 mod oracle;
 mod ramp;

@@ -148,15 +148,20 @@ pub enum Command {
         /// Config file for the thresholds (regress: section).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Largest allowed drop of IOPS, % [config: regress.max_iops_drop_pct; default 10]
+        /// Largest allowed drop of IOPS, % or `off` [config: regress.max_iops_drop_pct; default 10]
         #[arg(long, value_name = "PCT")]
-        max_iops_drop: Option<f64>,
-        /// Largest allowed rise of latency, % [config: regress.max_latency_rise_pct; default 20]
+        max_iops_drop: Option<dbio_core::regress::Threshold>,
+        /// Largest allowed rise of latency, % or `off` (gate on throughput alone, e.g. on a
+        /// shared, noisy system) [config: regress.max_latency_rise_pct; default 20]
         #[arg(long, value_name = "PCT")]
-        max_latency_rise: Option<f64>,
+        max_latency_rise: Option<dbio_core::regress::Threshold>,
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Facts that may differ between BASE and CURRENT (e.g. `work_unit,server_major`);
+        /// any other difference in what they measure is refused with exit 2.
+        #[arg(long, value_name = "FACT", value_delimiter = ',')]
+        accept_difference: Vec<String>,
     },
 
     /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and

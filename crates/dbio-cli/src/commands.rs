@@ -129,7 +129,10 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             max_iops_drop,
             max_latency_rise,
             junit,
+            accept_difference,
         } => {
+            dbio_core::shape::check_fact_names(&accept_difference)
+                .map_err(|m| Failure::new(2, format!("--accept-difference: {m}")))?;
             let mut cfg = Config::load(config.as_deref())?;
             if let Some(v) = max_iops_drop {
                 cfg.regress.max_iops_drop_pct = v;
@@ -138,7 +141,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 cfg.regress.max_latency_rise_pct = v;
             }
             cfg.validate()?;
-            regress_cmd(&baseline, &current, &cfg, junit.as_deref())
+            regress_cmd(
+                &baseline,
+                &current,
+                &cfg,
+                junit.as_deref(),
+                &accept_difference,
+            )
         }
         Command::Report { result, format } => {
             let r = RunResult::read_json(&result)?;
@@ -531,9 +540,13 @@ fn regress_cmd(
     current: &Path,
     config: &Config,
     junit: Option<&Path>,
+    accepted: &[String],
 ) -> Result<u8, Failure> {
     let base = read_step_set(baseline)?;
     let cur = read_step_set(current)?;
+    if let Some(why) = regress::refusal(&base, &cur, accepted) {
+        return Err(Failure::new(2, why));
+    }
     let rows = regress::regress(&base, &cur, &config.regress);
     print!("{}", regress::render_text(&base, &cur, &rows));
     if let Some(path) = junit {

@@ -14,6 +14,7 @@ pub mod ramp;
 pub mod regress;
 pub mod report;
 pub mod result;
+pub mod shape;
 pub mod significance;
 pub mod stats;
 pub mod summary;
