@@ -11,11 +11,9 @@ use dbio_core::dataset::{
     DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, host_ram_bytes,
     judge_size, secs,
 };
+use dbio_core::key_order::KeyOrder;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::SinkExt;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
 use tokio::task::JoinSet;
 use tokio_postgres::{Client, NoTls};
 
@@ -358,7 +356,8 @@ async fn load_schema(
     })
 }
 
-/// Streams `scale_blocks` rows with keys 1..=N in a random order fixed by the schema's seed.
+/// Streams `scale_blocks` rows with keys 1..=N in a random order fixed by the schema's seed,
+/// computed key by key ([`KeyOrder`]): memory stays constant whatever the scale.
 async fn copy_rows(
     client: &Client,
     plan: &DataSetPlan,
@@ -367,8 +366,8 @@ async fn copy_rows(
     observer: &dyn LoadObserver,
 ) -> Result<()> {
     let seed = plan.schema_seed(index);
-    let mut keys: Vec<u64> = (1..=plan.scale_blocks).collect();
-    keys.shuffle(&mut SmallRng::seed_from_u64(seed));
+    let order = KeyOrder::new(plan.scale_blocks, seed);
+    let mut keys = order.iter().peekable();
 
     let sink = client
         .copy_in::<_, Bytes>(&sql::copy_in(name))
@@ -380,18 +379,20 @@ async fn copy_rows(
     let row_bytes = 2 + 12 + sql::FILLER_COLUMNS * (4 + sql::FILLER_LEN);
     let mut buf = BytesMut::with_capacity(ROWS_PER_CHUNK * row_bytes + 32);
     copy::write_header(&mut buf);
-    for chunk in keys.chunks(ROWS_PER_CHUNK) {
-        for &key in chunk {
+    while keys.peek().is_some() {
+        let mut rows = 0u64;
+        for key in keys.by_ref().take(ROWS_PER_CHUNK) {
             for f in fields.iter_mut() {
                 copy::fill_text(&mut filler_state, f);
             }
             let refs: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
             copy::write_row(&mut buf, key as i64, &refs);
+            rows += 1;
         }
         sink.send(buf.split().freeze())
             .await
             .map_err(|e| PgError::from_db(format!("loading {name}"), &e))?;
-        observer.rows_loaded(name, chunk.len() as u64);
+        observer.rows_loaded(name, rows);
     }
     copy::write_trailer(&mut buf);
     sink.send(buf.split().freeze())
