@@ -4,8 +4,10 @@
 mod bad_input;
 mod calibrate;
 mod collector;
+mod dataset;
 mod faults;
 mod oracle;
+mod orphans;
 mod ramp;
 mod run;
 mod scratch;

@@ -147,6 +147,13 @@ impl PgLoopSession {
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
         let (mut conn, io_timing) = connect(target, application_name, limit)?;
+        // A loop whose client is gone (dbio killed) would run to the end of run_time: from
+        // PostgreSQL 14 the server polls the socket during the call and ends it within a
+        // second. On 13 the loop's own clock and statement_timeout above bound it. The setting
+        // is refused on platforms without POLLRDHUP; the bound then is the same as on 13.
+        if opts.major >= 14 {
+            let _ = conn.simple(sql::CLIENT_CHECK_INTERVAL);
+        }
         conn.simple(&sql::server_loop_procedure(schema, opts.heavy))
             .map_err(|e| {
                 failure(application_name)(format!("creating the loop procedure for {schema}"), e)
