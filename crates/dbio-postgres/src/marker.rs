@@ -11,7 +11,7 @@
 //! by the prefix and number in its mark, never by its name alone (`ts21` may be schema 21 of
 //! `ts` or schema 1 of `ts2`).
 //!
-//! dbio 0.1 wrote `dbio {json}` without an id or prefix (the legacy mark); it is recognized, only
+//! Earlier versions wrote `dbio {json}` without an id or prefix (the legacy mark); it is recognized, only
 //! so that `setup --force` can rebuild it and every other command can say so.
 
 use std::hash::{BuildHasher, Hasher};
@@ -168,7 +168,7 @@ fn envelope<T: Serialize>(inner: &T) -> String {
     serde_json::to_string(&Envelope { dbio: inner }).unwrap_or_default()
 }
 
-/// The legacy mark, `dbio {json}` (dbio 0.1), parsed as strictly as the current one.
+/// The legacy mark, `dbio {json}` (before data set ids), parsed as strictly as the current one.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]

@@ -12,7 +12,7 @@ pub const INDEX: &str = "i_cf1";
 /// Filler columns c2..c9 and the characters in each.
 pub const FILLER_COLUMNS: usize = 8;
 pub const FILLER_LEN: usize = 120;
-/// The comment dbio 0.1 put on its tables and indexes, and the start of its schema marks
+/// The comment earlier dbio versions (before data set ids) put on their tables and indexes, and the start of its schema marks
 /// (`dbio {json}`); the current marks are JSON, see `marker`.
 pub const LEGACY_MARK: &str = "dbio";
 

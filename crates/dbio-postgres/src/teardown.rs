@@ -33,7 +33,7 @@ pub struct Droppable {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TeardownPlan {
     pub schemas: Vec<Droppable>,
-    /// Schemas named `<prefix><n>` with dbio 0.1's mark, which does not say which data set
+    /// Schemas named `<prefix><n>` with the legacy mark (before data set ids), which does not say which data set
     /// they belong to: never dropped here.
     pub legacy: Vec<String>,
 }
