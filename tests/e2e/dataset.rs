@@ -422,3 +422,48 @@ async fn setup_of_100_tb_is_refused_up_front_and_creates_nothing() {
         .get(0);
     assert_eq!(marked, 0);
 }
+
+// A table the user put in a dbio schema, even commented `dbio` as dbio's tables once were, is
+// not dbio's: its mark must name the data set's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cf1_the_user_put_in_a_dbio_schema_is_not_dbios() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    assert_exit(&setup(&dsn, "user", "1", &[]), 0);
+    let c = pg.client().await;
+    c.batch_execute(
+        "DROP TABLE user1.cf1; CREATE TABLE user1.cf1 (custid bigint); \
+         COMMENT ON TABLE user1.cf1 IS 'dbio'; INSERT INTO user1.cf1 VALUES (7);",
+    )
+    .await
+    .unwrap();
+    let check = ["check", "--dsn", &dsn, "--schemas", "1", "--scale", SCALE];
+    let out = dbio(&check);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("table cf1 is not the one dbio created"),
+        "{}",
+        stdout(&out)
+    );
+    let out = setup(&dsn, "user", "1", &["--force"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("user1.cf1 exists but dbio did not create it"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("kept schema user1"),
+        "{}",
+        stdout(&out)
+    );
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM user1.cf1 WHERE custid = 7", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "teardown dropped the user's cf1");
+}
