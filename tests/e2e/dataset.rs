@@ -467,3 +467,42 @@ async fn a_cf1_the_user_put_in_a_dbio_schema_is_not_dbios() {
         .get(0);
     assert_eq!(n, 1, "teardown dropped the user's cf1");
 }
+
+// A schema marked by an earlier dbio (`dbio {json}`, no id or prefix): only `setup --force`
+// touches it; teardown, which cannot tell its prefix, names it and leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_dbio_mark_is_rebuilt_by_setup_force_and_left_by_teardown() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    assert_exit(&setup(&dsn, "user", "1", &[]), 0);
+    let c = pg.client().await;
+    c.batch_execute(
+        "COMMENT ON SCHEMA user1 IS 'dbio {\"format\":1,\"state\":\"complete\",\"scale_blocks\":200,\"block_size\":8192,\"seed\":1,\"at\":\"2026-11-01T00:00:00Z\"}'; \
+         COMMENT ON TABLE user1.cf1 IS 'dbio'; COMMENT ON INDEX user1.i_cf1 IS 'dbio';",
+    )
+    .await
+    .unwrap();
+    let before = snapshot(&c, "user_").await;
+    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("left user1") && stdout(&out).contains("older dbio"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(snapshot(&c, "user_").await, before);
+    let out = setup(&dsn, "user", "1", &[]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("older dbio") && stderr(&out).contains("--force"),
+        "{}",
+        stderr(&out)
+    );
+    let check = ["check", "--dsn", &dsn, "--schemas", "1", "--scale", SCALE];
+    assert_exit(&dbio(&check), 1);
+
+    assert_exit(&setup(&dsn, "user", "1", &["--force"]), 0);
+    assert_exit(&dbio(&check), 0);
+    assert_exit(&dbio(&["teardown", "--dsn", &dsn, "--yes"]), 0);
+    assert!(schemas(&c, "user%").await.is_empty());
+}
