@@ -506,3 +506,54 @@ async fn an_older_dbio_mark_is_rebuilt_by_setup_force_and_left_by_teardown() {
     assert_exit(&dbio(&["teardown", "--dsn", &dsn, "--yes"]), 0);
     assert!(schemas(&c, "user%").await.is_empty());
 }
+
+/// On PostgreSQL `major`: a fresh data set has no dependents (from 18 its NOT NULL columns are
+/// catalogued constraints, which must not count), and the user's index, view and trigger are
+/// each found through pg_depend.
+async fn dependents_are_found_exactly(pg: TestCluster) {
+    let dsn = pg.dsn();
+    assert_exit(&setup(&dsn, "user", "2", &[]), 0);
+    let out = dbio(&["teardown", "--dsn", &dsn]);
+    assert_exit(&out, 1);
+    assert!(!stdout(&out).contains("depending on"), "{}", stdout(&out));
+    let c = pg.client().await;
+    c.batch_execute(
+        "CREATE INDEX my_idx ON user1.cf1 (c2); CREATE VIEW public.v AS SELECT custid FROM user2.cf1; \
+         CREATE FUNCTION public.f() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$; \
+         CREATE TRIGGER t BEFORE UPDATE ON user2.cf1 FOR EACH ROW EXECUTE PROCEDURE public.f();",
+    )
+    .await
+    .unwrap();
+    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    for object in [
+        "index user1.my_idx",
+        "view v",
+        "trigger t on table user2.cf1",
+    ] {
+        assert!(
+            err.contains(object),
+            "PostgreSQL {}: {object} not named: {err}",
+            pg.major()
+        );
+    }
+    assert_eq!(schemas(&c, "user%").await, vec!["user1", "user2"]);
+    assert_exit(
+        &dbio(&["teardown", "--dsn", &dsn, "--yes", "--drop-dependents"]),
+        0,
+    );
+    assert!(schemas(&c, "user%").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(dbio_missing_pg13, ignore = "needs PostgreSQL 13 (DBIO_TEST_PG13_BIN)")]
+async fn dependents_are_found_exactly_on_13() {
+    dependents_are_found_exactly(TestCluster::start_version(13, 16, &[])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(dbio_missing_pg18, ignore = "needs PostgreSQL 18 (DBIO_TEST_PG18_BIN)")]
+async fn dependents_are_found_exactly_on_18() {
+    dependents_are_found_exactly(TestCluster::start_version(18, 16, &[])).await;
+}
