@@ -52,6 +52,10 @@ pub enum Command {
         /// Rebuild dbio's schemas even when they are complete (never touches other objects).
         #[arg(long)]
         force: bool,
+        /// When rebuilding, also drop the objects you made on dbio's tables (an index, a
+        /// trigger, a view on cf1); without it they stop setup before anything changes.
+        #[arg(long)]
+        drop_dependents: bool,
     },
 
     /// Verify the data set: rows = scale, one row per block, index valid and used, vacuumed
@@ -63,8 +67,10 @@ pub enum Command {
         data: DataArgs,
     },
 
-    /// Drop dbio's schemas (only objects dbio marked as its own). Without --yes, list what
-    /// would be dropped and exit 1.
+    /// Drop one data set: the schemas whose dbio mark names --prefix (only objects dbio marked
+    /// as its own). Without --yes, list what would be dropped and exit 1. Objects you made on
+    /// dbio's tables (an index, a trigger, a view on cf1) stop it unless --drop-dependents; a
+    /// schema holding other objects of yours stays, without dbio's mark.
     Teardown {
         #[command(flatten)]
         common: CommonArgs,
@@ -74,6 +80,9 @@ pub enum Command {
         /// Really drop.
         #[arg(long)]
         yes: bool,
+        /// Also drop the objects you made on dbio's tables (DROP TABLE ... CASCADE).
+        #[arg(long)]
+        drop_dependents: bool,
     },
 
     /// Drive reader and writer sessions against the data set and measure them.

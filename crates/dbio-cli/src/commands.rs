@@ -37,14 +37,20 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             common,
             data,
             force,
+            drop_dependents,
         } => {
             let config = load_config(&common, &data)?;
             if config.engine == Engine::Oracle {
+                refuse_drop_dependents_on_oracle(drop_dependents)?;
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 return crate::oracle::setup(&config, admin, force).await;
             }
             let target = resolve(&config, &common)?;
-            let summary = interruptible(setup(&config, &target, force, quiet), "setup").await?;
+            let opts = SetupOptions {
+                force,
+                drop_dependents,
+            };
+            let summary = interruptible(setup(&config, &target, &opts, quiet), "setup").await?;
             print!("{}", summary.render_text());
             Ok(0)
         }
@@ -64,6 +70,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             common,
             prefix,
             yes,
+            drop_dependents,
         } => {
             let data = DataArgs {
                 prefix,
@@ -71,11 +78,12 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             let config = load_config(&common, &data)?;
             if config.engine == Engine::Oracle {
+                refuse_drop_dependents_on_oracle(drop_dependents)?;
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 return crate::oracle::teardown(&config, admin, yes).await;
             }
             let target = resolve(&config, &common)?;
-            teardown_cmd(&config, &target, yes).await
+            teardown_cmd(&config, &target, yes, drop_dependents).await
         }
         Command::Run {
             common,
@@ -257,7 +265,7 @@ async fn interruptible<T>(
 async fn setup(
     config: &Config,
     target: &Target,
-    force: bool,
+    opts: &SetupOptions,
     quiet: bool,
 ) -> Result<LoadSummary, PgError> {
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
@@ -275,49 +283,93 @@ async fn setup(
             .map(|t| format!(" in tablespace {t}"))
             .unwrap_or_default()
     );
-    loader::setup(target, &plan, &SetupOptions { force }, observer).await
+    loader::setup(target, &plan, opts, observer).await
 }
 
-async fn teardown_cmd(config: &Config, target: &Target, yes: bool) -> Result<u8, Failure> {
+async fn teardown_cmd(
+    config: &Config,
+    target: &Target,
+    yes: bool,
+    drop_dependents: bool,
+) -> Result<u8, Failure> {
     let prefix = &config.data.prefix;
     if !yes {
         let plan = teardown::plan(target, prefix).await?;
         if plan.is_empty() {
-            println!("nothing to drop: no dbio schemas {prefix}<n> in {target}");
+            println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
             return Ok(0);
         }
-        println!("would drop from {target}:");
-        for d in &plan {
-            if d.foreign_objects.is_empty() {
-                println!("  schema {} (table cf1, index i_cf1)", d.schema);
+        println!("would drop from {target} (data set of prefix `{prefix}`):");
+        for d in &plan.schemas {
+            let mut line = if !d.table {
+                format!("  schema {} (its table cf1 is already gone)", d.schema)
+            } else if d.foreign_objects.is_empty() {
+                format!("  schema {} (table cf1, index i_cf1)", d.schema)
             } else {
-                println!(
-                    "  table {}.cf1 only; schema {} stays because it holds objects dbio did not create: {}",
-                    d.schema,
+                format!("  table {}.cf1 and index i_cf1", d.schema)
+            };
+            if !d.foreign_objects.is_empty() {
+                line.push_str(&format!(
+                    "; schema {} stays, without dbio's mark, because it holds objects dbio did not create: {}",
                     d.schema,
                     d.foreign_objects.join(", ")
+                ));
+            }
+            println!("{line}");
+            if !d.dependents.is_empty() {
+                println!(
+                    "    depending on {}.cf1, not dbio's: {} ({})",
+                    d.schema,
+                    d.dependents.join(", "),
+                    if drop_dependents {
+                        "dropped with it: --drop-dependents"
+                    } else {
+                        "teardown refuses while they exist; --drop-dependents drops them too"
+                    }
                 );
             }
+        }
+        for s in &plan.legacy {
+            println!("  not {s}: {}", legacy_note());
         }
         println!("rerun with --yes to drop them");
         return Ok(1);
     }
-    let outcome = teardown::teardown(target, prefix).await?;
+    let outcome = teardown::teardown(target, prefix, drop_dependents).await?;
     for s in &outcome.dropped {
         println!("dropped schema {s}");
     }
     for k in &outcome.kept {
         println!(
-            "dropped {}.cf1; kept schema {}: it holds objects dbio did not create ({})",
+            "dropped {}.cf1; kept schema {} without dbio's mark: it holds objects dbio did not create ({})",
             k.schema,
             k.schema,
             k.foreign_objects.join(", ")
         );
     }
-    if outcome.dropped.is_empty() && outcome.kept.is_empty() {
-        println!("nothing to drop: no dbio schemas {prefix}<n> in {target}");
+    for s in &outcome.legacy {
+        println!("left {s}: {}", legacy_note());
+    }
+    if outcome.dropped.is_empty() && outcome.kept.is_empty() && outcome.legacy.is_empty() {
+        println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
     }
     Ok(0)
+}
+
+/// The Oracle backend never drops objects of the user's: the flag would be a silent no-op.
+fn refuse_drop_dependents_on_oracle(drop_dependents: bool) -> Result<(), Failure> {
+    if drop_dependents {
+        return Err(Failure::new(
+            2,
+            "--drop-dependents is for PostgreSQL only; with engine: oracle drop your objects on dbio's tables yourself",
+        ));
+    }
+    Ok(())
+}
+
+fn legacy_note() -> &'static str {
+    "it carries the mark of an older dbio, which does not say which data set (prefix) it belongs to; \
+     rebuild it with `dbio setup --force` (same --prefix and --schemas) and tear it down then, or drop it yourself"
 }
 
 fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure> {
@@ -471,7 +523,11 @@ async fn quickstart(
 }
 
 async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Result<u8, Failure> {
-    let summary = interruptible(setup(config, target, false, quiet), "setup").await?;
+    let opts = SetupOptions {
+        force: false,
+        drop_dependents: false,
+    };
+    let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
     println!("== data set ==");
     print!("{}", summary.render_text());
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);

@@ -15,6 +15,7 @@ pub mod sampler;
 pub mod scratch;
 pub mod server;
 pub mod session;
+pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod wire;

@@ -111,13 +111,22 @@ fn connect(
 }
 
 /// A session of `run.engine: server`: its loop is a procedure in its own pg_temp schema,
-/// called once for the whole run.
+/// called once for the whole run (in slices where the server cannot notice a lost client).
 pub struct PgLoopSession {
     conn: WireConn,
     call: LoopCall,
     major: i32,
+    /// `Some(s)`: the loop runs in calls of at most `s` seconds.
+    slice_s: Option<f64>,
+    /// Set by the canceller, so no further slice starts.
+    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub io_timing: bool,
 }
+
+/// Without client_connection_check_interval (PostgreSQL 13, or a platform that refuses it) a
+/// loop orphaned by dbio's death runs until its call ends: calls of this many seconds bound
+/// the orphan, for one round trip per slice.
+const LOOP_SLICE_S: f64 = 5.0;
 
 /// What the loop is told to do.
 #[derive(Debug, Clone)]
@@ -147,6 +156,11 @@ impl PgLoopSession {
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
         let (mut conn, io_timing) = connect(target, application_name, limit)?;
+        // A loop whose client is gone (dbio killed) would run to the end of its call: from
+        // PostgreSQL 14 the server polls the socket during the call and ends it within a
+        // second. On 13, or where the setting is refused (no POLLRDHUP), the loop runs in
+        // slices instead.
+        let checks_client = opts.major >= 14 && conn.simple(sql::CLIENT_CHECK_INTERVAL).is_ok();
         conn.simple(&sql::server_loop_procedure(schema, opts.heavy))
             .map_err(|e| {
                 failure(application_name)(format!("creating the loop procedure for {schema}"), e)
@@ -155,6 +169,8 @@ impl PgLoopSession {
             conn,
             call,
             major: opts.major,
+            slice_s: (!checks_client).then_some(LOOP_SLICE_S),
+            cancelled: Default::default(),
             io_timing,
         })
     }
@@ -169,11 +185,15 @@ fn parse_buckets(text: Option<&str>) -> Vec<u64> {
         .collect()
 }
 
-impl LoopSession for PgLoopSession {
-    fn run_loop(&mut self, seconds: f64) -> std::result::Result<LoopCounts, OpError> {
+impl PgLoopSession {
+    /// One call of the loop for `seconds`; `slice` numbers the calls so each draws its own keys.
+    fn call_loop(&mut self, seconds: f64, slice: u64) -> std::result::Result<LoopCounts, OpError> {
         let c = &self.call;
+        let seed = c
+            .seed
+            .wrapping_add(slice.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         // setseed takes a value in [-1, 1].
-        let seed = (c.seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let seed = (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let sql = sql::server_loop_call(
             seconds,
             c.scale_blocks,
@@ -204,9 +224,55 @@ impl LoopSession for PgLoopSession {
             buckets: [parse_buckets(text(4)), parse_buckets(text(5))],
         })
     }
+}
+
+/// Adds one slice's counts to the run's.
+fn add_counts(total: &mut LoopCounts, part: LoopCounts) {
+    for k in 0..2 {
+        total.ops[k] += part.ops[k];
+        total.rows[k] += part.rows[k];
+        let b = &mut total.buckets[k];
+        if b.len() < part.buckets[k].len() {
+            b.resize(part.buckets[k].len(), 0);
+        }
+        for (t, p) in b.iter_mut().zip(&part.buckets[k]) {
+            *t += p;
+        }
+    }
+}
+
+impl LoopSession for PgLoopSession {
+    fn run_loop(&mut self, seconds: f64) -> std::result::Result<LoopCounts, OpError> {
+        let Some(slice_s) = self.slice_s else {
+            return self.call_loop(seconds, 0);
+        };
+        let started = std::time::Instant::now();
+        let mut total = LoopCounts::default();
+        for slice in 0.. {
+            // Stopped between two calls: as a cancelled call, the loop's counts are lost.
+            if self.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(OpError {
+                    message: "the loop was cancelled".into(),
+                    fatal: true,
+                });
+            }
+            let left = seconds - started.elapsed().as_secs_f64();
+            if left <= 0.0 {
+                break;
+            }
+            let part = self.call_loop(left.min(slice_s), slice)?;
+            add_counts(&mut total, part);
+        }
+        Ok(total)
+    }
 
     fn canceller(&self) -> Canceller {
-        canceller(&self.conn)
+        let cancel = canceller(&self.conn);
+        let cancelled = std::sync::Arc::clone(&self.cancelled);
+        std::sync::Arc::new(move || {
+            cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+            cancel()
+        })
     }
 
     fn flush_stats(&mut self) {
