@@ -11,7 +11,7 @@ use dbio_core::dataset::{
     DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, host_ram_bytes,
     judge_size, secs,
 };
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::SinkExt;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -259,6 +259,14 @@ fn make_pool(target: &Target, size: usize) -> Result<Pool> {
     );
     Pool::builder(mgr)
         .max_size(size.max(1))
+        .post_create(Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute(sql::OWN_SETTINGS)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
         .build()
         .map_err(|e| PgError::Failed {
             context: "creating the loader's connection pool".into(),

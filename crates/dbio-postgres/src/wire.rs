@@ -10,6 +10,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,27 +29,35 @@ use crate::conn::Target;
 pub const INT8: Oid = 20;
 pub const TEXT: Oid = 25;
 
-/// An error the server sent: its severity, SQLSTATE and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error the server sent: its severity, SQLSTATE, message and, where it gave them, its
+/// DETAIL, HINT and the position in the statement (protocol "Error and Notice Message
+/// Fields": V/S, C, M, D, H, P).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerError {
     pub severity: String,
     pub code: String,
     pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    /// 1-based character position in the statement text.
+    pub position: Option<u32>,
 }
 
 impl std::fmt::Display for ServerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (SQLSTATE {})", self.message, self.code)
+        f.write_str(&crate::error::server_words(
+            &self.message,
+            &self.code,
+            self.position,
+            self.detail.as_deref(),
+            self.hint.as_deref(),
+        ))
     }
 }
 
 impl ServerError {
     fn from_body(body: &ErrorResponseBody) -> ServerError {
-        let mut e = ServerError {
-            severity: String::new(),
-            code: String::new(),
-            message: String::new(),
-        };
+        let mut e = ServerError::default();
         let mut fields = body.fields();
         while let Ok(Some(f)) = fields.next() {
             let v = String::from_utf8_lossy(f.value_bytes()).into_owned();
@@ -57,6 +66,9 @@ impl ServerError {
                 b'S' if e.severity.is_empty() => e.severity = v,
                 b'C' => e.code = v,
                 b'M' => e.message = v,
+                b'D' => e.detail = Some(v),
+                b'H' => e.hint = Some(v),
+                b'P' => e.position = v.parse().ok(),
                 _ => {}
             }
         }
@@ -144,6 +156,31 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Shuts a connection's socket down from another thread: a read blocked on a server that
+/// stopped answering returns at once (end of file). It holds a duplicate of the socket, so
+/// it never touches a descriptor number reused after the connection closed.
+#[derive(Debug)]
+pub struct ShutdownHandle(OwnedFd);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        // SAFETY: shutdown(2) on a descriptor this handle owns; it only changes the socket's
+        // state, and an error (already disconnected) is of no consequence.
+        unsafe {
+            libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR);
         }
     }
 }
@@ -389,6 +426,11 @@ impl WireConn {
 
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
+    }
+
+    /// A handle that shuts this connection's socket down from another thread.
+    pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
+        self.stream.as_fd().try_clone_to_owned().map(ShutdownHandle)
     }
 
     fn send(&mut self) -> Result<(), WireError> {
