@@ -9,4 +9,5 @@ mod oracle;
 mod ramp;
 mod run;
 mod scratch;
+mod session_faults;
 mod setup;

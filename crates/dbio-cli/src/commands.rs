@@ -785,13 +785,9 @@ pub async fn run_benchmark(
                 specs.len(),
                 r.run_time
             );
-            drive_loops(
-                sessions,
-                r.run_time.0,
-                STOP_GRACE,
-                interrupts(),
-                || collector.begin(),
-            )
+            drive_loops(sessions, r.run_time.0, STOP_GRACE, interrupts(), || {
+                collector.begin()
+            })
             .await
         }
     };

@@ -1676,7 +1676,11 @@ mod tests {
             } else {
                 assert_eq!(lost.ops[0], 0, "an abandoned thread's outcome is unknown");
             }
-            assert!(out.error.unwrap_or_default().contains("1 session(s) did not answer"));
+            assert!(
+                out.error
+                    .unwrap_or_default()
+                    .contains("1 session(s) did not answer")
+            );
         }
     }
 

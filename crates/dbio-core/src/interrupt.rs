@@ -99,6 +99,9 @@ mod tests {
         assert_eq!(second.await.unwrap(), "Ctrl-C");
         assert_eq!(rx.count(), 2);
         let never = tokio::time::timeout(Duration::from_millis(20), Interrupts::never().reached(1));
-        assert!(never.await.is_err(), "a channel nobody sends on never fires");
+        assert!(
+            never.await.is_err(),
+            "a channel nobody sends on never fires"
+        );
     }
 }

@@ -527,25 +527,28 @@ impl WindowCollector {
             .device
             .as_ref()
             .and_then(|(d, _)| device::read_counters(d));
-        let after =
-            match tokio::time::timeout(AFTER_SNAPSHOT_TIMEOUT, self.after_snapshot(&mut out)).await
-            {
-                Ok(Ok(s)) => Some(s),
-                Ok(Err(e)) => {
-                    out.warnings.push(format!(
-                        "database figures are null: the statistics could not be read after the run: {e}"
-                    ));
-                    None
-                }
-                Err(_) => {
-                    out.warnings.push(format!(
+        let after = match tokio::time::timeout(
+            AFTER_SNAPSHOT_TIMEOUT,
+            self.after_snapshot(&mut out),
+        )
+        .await
+        {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                out.warnings.push(format!(
+                    "database figures are null: the statistics could not be read after the run: {e}"
+                ));
+                None
+            }
+            Err(_) => {
+                out.warnings.push(format!(
                         "database figures are null: the server did not answer the \"after\" snapshot within {} s \
                          (stopped, overloaded, or a network partition?); device figures and wait samples are kept",
                         AFTER_SNAPSHOT_TIMEOUT.as_secs()
                     ));
-                    None
-                }
-            };
+                None
+            }
+        };
         let Some(after) = after else {
             if let (Some((dev, path)), Some(b), Some(a)) = (&self.device, disk_before, disk_after) {
                 out.device = Some(device::device_metrics(

@@ -228,7 +228,9 @@ impl Target {
         client
             .batch_execute(crate::sql::OWN_SETTINGS)
             .await
-            .map_err(|e| PgError::from_db("setting dbio's own statement_timeout and idle timeouts", &e))?;
+            .map_err(|e| {
+                PgError::from_db("setting dbio's own statement_timeout and idle timeouts", &e)
+            })?;
         Ok(client)
     }
 

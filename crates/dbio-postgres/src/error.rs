@@ -211,7 +211,10 @@ pub fn connect_hint(code: &str, message: &str, user: &str, dbname: &str) -> Stri
              reserved_connections on 16+) and role `{user}` may not use them: run fewer sessions, \
              raise max_connections, or on 16+ GRANT pg_use_reserved_connections TO {user}"
         ),
-        "53300" => "the server has no free connection slots: raise max_connections or run fewer sessions".into(),
+        "53300" => {
+            "the server has no free connection slots: raise max_connections or run fewer sessions"
+                .into()
+        }
         "57P03" => "the server is starting up or shutting down: try again in a moment".into(),
         _ => "check --dsn and the PG* environment variables".into(),
     }
@@ -261,11 +264,23 @@ mod tests {
     #[test]
     fn the_servers_words_keep_detail_hint_and_position() {
         assert_eq!(
-            server_words("boom", "P0001", None, Some("row 7"), Some("fix the trigger")),
+            server_words(
+                "boom",
+                "P0001",
+                None,
+                Some("row 7"),
+                Some("fix the trigger")
+            ),
             "boom (SQLSTATE P0001); DETAIL: row 7; HINT: fix the trigger"
         );
         assert_eq!(
-            server_words("syntax error at or near \"x\"", "42601", Some(8), None, None),
+            server_words(
+                "syntax error at or near \"x\"",
+                "42601",
+                Some(8),
+                None,
+                None
+            ),
             "syntax error at or near \"x\" (SQLSTATE 42601, at character 8)"
         );
     }
@@ -274,7 +289,12 @@ mod tests {
     // socket with a hint about TCP.
     #[test]
     fn hints_fit_the_cause() {
-        let role = connect_hint("53300", "too many connections for role \"bench\"", "bench", "db");
+        let role = connect_hint(
+            "53300",
+            "too many connections for role \"bench\"",
+            "bench",
+            "db",
+        );
         assert!(role.contains("ALTER ROLE bench CONNECTION LIMIT"), "{role}");
         assert!(!role.contains("max_connections"), "{role}");
         let reserved = connect_hint(
@@ -286,10 +306,22 @@ mod tests {
         assert!(reserved.contains("reserved"), "{reserved}");
         let full = connect_hint("53300", "sorry, too many clients already", "bench", "db");
         assert!(full.contains("max_connections"), "{full}");
-        let socket = unreachable_hint("/tmp/nowhere", 5433, "bench", "No such file or directory (os error 2)");
-        assert!(socket.contains("/tmp/nowhere/.s.PGSQL.5433") && !socket.contains("TCP"), "{socket}");
+        let socket = unreachable_hint(
+            "/tmp/nowhere",
+            5433,
+            "bench",
+            "No such file or directory (os error 2)",
+        );
+        assert!(
+            socket.contains("/tmp/nowhere/.s.PGSQL.5433") && !socket.contains("TCP"),
+            "{socket}"
+        );
         assert!(unreachable_hint("db.example", 5432, "u", "refused").contains("TCP"));
-        assert!(is_statement_timeout("canceling statement due to statement timeout"));
-        assert!(!is_statement_timeout("canceling statement due to user request"));
+        assert!(is_statement_timeout(
+            "canceling statement due to statement timeout"
+        ));
+        assert!(!is_statement_timeout(
+            "canceling statement due to user request"
+        ));
     }
 }

@@ -38,12 +38,8 @@ impl PgSession {
         schema: &str,
         opts: &SessionOptions,
     ) -> Result<PgSession> {
-        let (mut conn, io_timing) = connect(
-            target,
-            application_name,
-            opts.statement_timeout,
-            opts.major,
-        )?;
+        let (mut conn, io_timing) =
+            connect(target, application_name, opts.statement_timeout, opts.major)?;
         let failed = failure(application_name);
         conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
             .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
