@@ -252,6 +252,33 @@ async fn a_stopped_server_and_ctrl_c_end_the_run_within_15_s_with_lost_sessions(
     // Resumed, the server is whole and dbio left nothing behind.
     let c = pg.client().await;
     wait_no_dbio_sessions(&c, Duration::from_secs(20), "after the resumed server").await;
+
+    // A second Ctrl-C does not wait for the grace nor the "after" snapshot.
+    let out = tempfile::tempdir().unwrap();
+    let mut child = spawn(&run_args(
+        &dsn,
+        out.path(),
+        &["--readers", "2", "--run-time", "120s"],
+    ));
+    wait_sessions(&c, 2).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let stopped = Stopped::stop(pg.cluster.data_dir());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let interrupted_at = Instant::now();
+    send(child.id(), libc::SIGINT);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(child.id(), libc::SIGINT);
+    let code = wait_exit(&mut child, Duration::from_secs(15));
+    let took = interrupted_at.elapsed();
+    drop(stopped);
+    assert_eq!(code, 1);
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let r = read_result(out.path());
+    assert_valid_result(&r);
+    assert_eq!(r["status"], "interrupted");
+    assert_eq!(num(&r, &["sessions_lost"]), 2.0);
+    assert!(warnings(&r).contains("a second time"), "{}", warnings(&r));
+    eprintln!("dbio ended {took:?} after a second SIGINT");
 }
 
 fn assert_interrupted_by(out: &Path, by: &str) -> Value {

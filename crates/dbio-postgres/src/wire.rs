@@ -37,10 +37,15 @@ pub struct ServerError {
     pub severity: String,
     pub code: String,
     pub message: String,
-    pub detail: Option<String>,
-    pub hint: Option<String>,
-    /// 1-based character position in the statement text.
-    pub position: Option<u32>,
+    /// Boxed: most errors have none, and the error travels in every operation's Result.
+    more: Option<Box<MoreFields>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct MoreFields {
+    detail: Option<String>,
+    hint: Option<String>,
+    position: Option<u32>,
 }
 
 impl std::fmt::Display for ServerError {
@@ -48,9 +53,9 @@ impl std::fmt::Display for ServerError {
         f.write_str(&crate::error::server_words(
             &self.message,
             &self.code,
-            self.position,
-            self.detail.as_deref(),
-            self.hint.as_deref(),
+            self.position(),
+            self.detail(),
+            self.hint(),
         ))
     }
 }
@@ -66,13 +71,32 @@ impl ServerError {
                 b'S' if e.severity.is_empty() => e.severity = v,
                 b'C' => e.code = v,
                 b'M' => e.message = v,
-                b'D' => e.detail = Some(v),
-                b'H' => e.hint = Some(v),
-                b'P' => e.position = v.parse().ok(),
+                b'D' => e.more_fields().detail = Some(v),
+                b'H' => e.more_fields().hint = Some(v),
+                b'P' => e.more_fields().position = v.parse().ok(),
                 _ => {}
             }
         }
         e
+    }
+
+    fn more_fields(&mut self) -> &mut MoreFields {
+        self.more.get_or_insert_with(Box::default)
+    }
+
+    /// The server's DETAIL, when it sent one.
+    pub fn detail(&self) -> Option<&str> {
+        self.more.as_ref()?.detail.as_deref()
+    }
+
+    /// The server's HINT, when it sent one.
+    pub fn hint(&self) -> Option<&str> {
+        self.more.as_ref()?.hint.as_deref()
+    }
+
+    /// 1-based character position in the statement text, when the server gave one.
+    pub fn position(&self) -> Option<u32> {
+        self.more.as_ref()?.position
     }
 
     /// FATAL or PANIC: the server ends the connection after sending it.
@@ -680,6 +704,43 @@ impl Drop for WireConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Session errors kept severity, SQLSTATE and message but lost DETAIL and HINT.
+    #[test]
+    fn server_errors_keep_detail_hint_and_position() {
+        let mut fields = Vec::new();
+        for (t, v) in [
+            (b'S', "ERROR"),
+            (b'V', "ERROR"),
+            (b'C', "P0001"),
+            (b'M', "boom"),
+            (b'D', "row 7"),
+            (b'H', "fix the trigger"),
+            (b'P', "12"),
+        ] {
+            fields.push(t);
+            fields.extend_from_slice(v.as_bytes());
+            fields.push(0);
+        }
+        fields.push(0);
+        let mut buf = BytesMut::new();
+        buf.put_u8(b'E');
+        buf.put_u32(4 + fields.len() as u32);
+        buf.put_slice(&fields);
+        let Ok(Some(Message::ErrorResponse(body))) = Message::parse(&mut buf) else {
+            panic!("an ErrorResponse");
+        };
+        let e = ServerError::from_body(&body);
+        assert_eq!((e.code.as_str(), e.message.as_str()), ("P0001", "boom"));
+        assert_eq!(
+            (e.detail(), e.hint(), e.position()),
+            (Some("row 7"), Some("fix the trigger"), Some(12))
+        );
+        assert_eq!(
+            e.to_string(),
+            "boom (SQLSTATE P0001, at character 12); DETAIL: row 7; HINT: fix the trigger"
+        );
+    }
 
     #[test]
     fn answers_are_read_in_place() {
