@@ -180,7 +180,23 @@ async fn a_lost_collector_connection_reconnects_for_the_after_snapshot() {
     ));
     let c = pg.client().await;
     wait_sessions(&c, 2).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The sampler connects at the end of the collector's "before" snapshot: the window is open.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let sampler: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dbio-sampler'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if sampler > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the window did not open");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let killed: i64 = c
         .query_one(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'dbio-collector'",
@@ -190,8 +206,9 @@ async fn a_lost_collector_connection_reconnects_for_the_after_snapshot() {
         .unwrap()
         .get(0);
     assert_eq!(killed, 1);
-    assert_eq!(wait_exit(&mut child, Duration::from_secs(30)), 0);
+    let code = wait_exit(&mut child, Duration::from_secs(30));
     let r = read_result(out.path());
+    assert_eq!(code, 0, "{}", r["error"]);
     assert!(r["db"].is_object(), "{}", warnings(&r));
     assert!(num(&r, &["db", "commits_per_s"]) > 0.0);
     assert!(
