@@ -106,15 +106,28 @@ fn run_args<'a>(dsn: &'a str, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> 
 // database figure of the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn role_level_statement_and_idle_timeouts_do_not_touch_dbios_own_work() {
-    let pg = TestCluster::start(16);
+    role_defaults_leave_dbio_alone(&TestCluster::start(16)).await;
+}
+
+// 13 has no idle_session_timeout: dbio must not set it there.
+#[cfg_attr(dbio_missing_pg13, ignore = "needs PostgreSQL 13 binaries")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_level_statement_timeout_does_not_touch_dbios_own_work_on_postgres_13() {
+    role_defaults_leave_dbio_alone(&TestCluster::start_version(13, 16, &[])).await;
+}
+
+async fn role_defaults_leave_dbio_alone(pg: &TestCluster) {
     let c = pg.client().await;
     c.batch_execute(
-        "CREATE ROLE tight LOGIN SUPERUSER; \
-         ALTER ROLE tight SET statement_timeout = '2ms'; \
-         ALTER ROLE tight SET idle_session_timeout = '1s'",
+        "CREATE ROLE tight LOGIN SUPERUSER; ALTER ROLE tight SET statement_timeout = '2ms'",
     )
     .await
     .unwrap();
+    if pg.major() >= 14 {
+        c.batch_execute("ALTER ROLE tight SET idle_session_timeout = '1s'")
+            .await
+            .unwrap();
+    }
     let dsn = format!("{} user=tight", pg.dsn());
     let setup = dbio(&[
         "setup",
