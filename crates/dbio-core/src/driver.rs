@@ -129,8 +129,10 @@ pub const STOP_GRACE: Duration = Duration::from_secs(3);
 /// (or after a second interrupt) before it abandons the thread.
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
 
-/// How long past run_time a server-engine loop may take to return by itself.
-const LOOP_SLACK: Duration = Duration::from_secs(30);
+/// How long past the window's end a session's last operation (a lock wait, a server-engine
+/// loop finishing) may take to return by itself before the grace starts: a healthy server
+/// is not cut off at the window's end, a stopped one still ends the run.
+const END_SLACK: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -529,7 +531,7 @@ where
         let now = Instant::now();
         stopped_at = Some(now);
         cancel_all(&cancellers);
-        stragglers.ending(now);
+        stragglers.restart(now);
     }
     let measure_from = Instant::now();
     let timeline = Timeline {
@@ -579,7 +581,7 @@ where
                 if let Some(end) = timeline.end
                     && now >= end
                 {
-                    stragglers.ending(end);
+                    stragglers.ending(end + END_SLACK);
                 }
                 {
                     let row = drain(&lives, &mut counts, timeline, last_drain, now);
@@ -609,7 +611,7 @@ where
                     let now = Instant::now();
                     stopped_at = Some(now);
                     cancel_all(&cancellers);
-                    stragglers.ending(now);
+                    stragglers.restart(now);
                 }
             }
             _ = sleep_until_opt(stragglers.deadline()) => {
@@ -669,7 +671,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 /// The sessions the driver still waits for, and the bounded grace they get once the run is
 /// ending. A session blocked in a read on a server that stopped answering (its processes
 /// stopped, a network partition) would otherwise keep the run, and Ctrl-C, waiting for
-/// ever. `grace` after the cancel requests (or the window's end) its connection is shut
+/// ever. `grace` after the cancel requests (or `END_SLACK` + `grace` after the window's
+/// end, for a session that does not come back by itself) its connection is shut
 /// down from here (the backend's closer: shutdown(2) on a duplicate of its socket), which
 /// makes the blocked read return at once, so the thread still hands back what it measured.
 /// A thread that has not answered `CLOSE_WAIT` later is abandoned (detached) and counted
@@ -699,14 +702,16 @@ impl Stragglers {
         self.pending.insert(spec.index, (spec, closer));
     }
 
-    /// The run is ending from `at` on (stopped, or the window is over): the grace starts.
+    /// The window is over and sessions should return by `at`: the grace starts then, unless
+    /// a stop started it already.
     fn ending(&mut self, at: Instant) {
         if self.close_at.is_none() {
             self.close_at = Some(at + self.grace);
         }
     }
 
-    /// The run stops at `at`: the grace starts now, if that is earlier than already set.
+    /// The run stops at `at` (cancel requests sent): the grace starts now, unless it started
+    /// earlier.
     fn restart(&mut self, at: Instant) {
         let close = at + self.grace;
         self.close_at = Some(self.close_at.map_or(close, |c| c.min(close)));
@@ -749,6 +754,7 @@ impl Stragglers {
     /// Adds an outcome for every session that never answered, counts the lost ones and
     /// says so in the run's status: a run that lost sessions is not `ok`.
     fn finish(self, outcomes: &mut Vec<SessionOutcome>, shared: &Shared) -> u32 {
+        let grace_s = self.grace.as_secs_f64();
         for (_, (spec, _)) in self.pending {
             let mut o = SessionOutcome::new(spec);
             o.ended_by = "lost".into();
@@ -757,9 +763,8 @@ impl Stragglers {
         let lost = outcomes.iter().filter(|o| o.ended_by == "lost").count() as u32;
         if lost > 0 {
             let what = format!(
-                "{lost} session(s) did not answer within {} s of the end and were counted lost \
-                 (the server stopped answering?)",
-                self.grace.as_secs_f64()
+                "{lost} session(s) did not answer within {grace_s} s and were counted lost \
+                 (the server stopped answering?)"
             );
             shared.stop(RunStatus::Failed, what.clone());
             if let Ok(mut r) = shared.reason.lock()
@@ -1118,7 +1123,7 @@ where
     shared.post(|b| b.go = Some(measure_from));
     // Each loop ends itself at run_time; one that has not returned long after (the server
     // stopped answering) is cut off like a stopped run's sessions.
-    stragglers.ending(measure_from + run_time + LOOP_SLACK);
+    stragglers.ending(measure_from + run_time + END_SLACK);
     let mut stop_rx = shared.stop_tx.subscribe();
     let mut stopped_at: Option<Instant> = None;
     let mut outcomes = Vec::new();
