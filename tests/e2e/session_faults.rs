@@ -3,11 +3,13 @@
 //! SIGTERM and SIGHUP, a role's connection limit, and the server's DETAIL and HINT kept in
 //! a session's error.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, stderr,
+    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, stderr,
     wait_no_dbio_sessions,
 };
 use serde_json::Value;
@@ -390,6 +392,40 @@ async fn sigterm_and_sighup_end_runs_ramps_and_the_server_engine_with_a_result()
     assert_eq!(ramp["steps"].as_array().map(Vec::len), Some(1));
     let step = read_result(&ramp_dir.join("step-01-r2-w0"));
     assert_eq!(step["status"], "interrupted");
+
+    // Under nohup (SIGHUP ignored before exec) a hangup does not end the run.
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(dbio_bin());
+    cmd.args(run_args(
+        &dsn,
+        out.path(),
+        &["--readers", "1", "--run-time", "3s"],
+    ))
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // SAFETY: signal(2) between fork and exec, as nohup does; async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("dbio starts");
+    let c = pg.client().await;
+    wait_sessions(&c, 1).await;
+    send(child.id(), libc::SIGHUP);
+    let code = wait_exit(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr read");
+    assert!(out.path().join("result.json").is_file(), "{err}");
+    let r = read_result(out.path());
+    assert_eq!(
+        (code, &r["status"]),
+        (0, &Value::from("ok")),
+        "{}",
+        r["error"]
+    );
 }
 
 // A role's CONNECTION LIMIT was answered with "raise max_connections"; a missing Unix

@@ -4,6 +4,8 @@
 //! as Ctrl-C does (statements cancelled, the result written with status `interrupted`);
 //! the second of any of them ends the wait for sessions at once.
 //!
+//! A SIGHUP that the process ignores (`nohup dbio run ...`) stays ignored.
+//!
 //! The handlers are installed on first use (when such a command starts), not at process
 //! start: once installed, a signal no longer ends the process by itself, so a command that
 //! does not listen (compare, scratch) keeps the default behaviour.
@@ -31,6 +33,10 @@ pub(crate) fn interrupts() -> Interrupts {
         (SignalKind::terminate(), "SIGTERM"),
         (SignalKind::hangup(), "SIGHUP"),
     ] {
+        if name == "SIGHUP" && ignored(libc::SIGHUP) {
+            // `nohup dbio run ...`: the user asked for the run to outlive the terminal.
+            continue;
+        }
         match signal(kind) {
             Ok(mut stream) => {
                 let tx = std::sync::Arc::clone(&tx);
@@ -49,10 +55,37 @@ pub(crate) fn interrupts() -> Interrupts {
     rx
 }
 
+/// The signal is ignored in this process (nohup ignores SIGHUP before exec).
+fn ignored(signal: libc::c_int) -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, sigaction(2) only writes the current one into `old`.
+    let rc = unsafe { libc::sigaction(signal, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: on success the struct is initialised (it was zeroed before in any case).
+    rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
 /// Forgets the listener when its runtime ends, so a later runtime in the same process
 /// (tests driving the CLI in-process) installs its own.
 pub(crate) fn forget() {
     if let Ok(mut l) = LISTENER.lock() {
         *l = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ignored_signal_is_seen_as_ignored() {
+        // SIGWINCH: nothing in the test process depends on it.
+        // SAFETY: signal(2) with the predefined dispositions.
+        let before = unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
+        assert!(ignored(libc::SIGWINCH));
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGWINCH, libc::SIG_DFL) };
+        assert!(!ignored(libc::SIGWINCH));
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGWINCH, before) };
     }
 }
