@@ -4,10 +4,12 @@
 mod bad_input;
 mod calibrate;
 mod collector;
+mod comparability;
 mod faults;
 mod oracle;
 mod ramp;
 mod run;
+mod safety;
 mod scratch;
 mod session_faults;
 mod setup;

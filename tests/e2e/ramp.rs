@@ -198,15 +198,29 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
     ]);
     assert_exit(&diff, 0);
     let text = stdout(&diff);
-    let ops = text
-        .lines()
-        .find(|l| l.starts_with("client ops/s"))
-        .unwrap();
-    assert!(
-        ops.contains("significant") && !ops.contains("not significant"),
-        "{text}"
-    );
     assert!(text.contains("Welch"), "the test is named: {text}");
+    // The effect, not the p-value: with 5 ms of think time 4 readers do about 4 times the work
+    // of 1 whatever else runs on the host, while a p-value over a few 500 ms intervals can sit
+    // near 0.05 on a busy machine (seen: p = 0.064). The test's arithmetic is unit-tested in
+    // significance.rs on fixed data.
+    let csv = dbio(&[
+        "compare",
+        one.to_str().unwrap(),
+        four.to_str().unwrap(),
+        "--format",
+        "csv",
+    ]);
+    assert_exit(&csv, 0);
+    let (h, rows) = csv_rows(&stdout(&csv));
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let ops = rows
+        .iter()
+        .find(|r| r[col("metric")] == "client ops/s")
+        .expect("a client ops/s row");
+    let delta: f64 = ops[col("delta_pct_2")].parse().expect("a % change");
+    assert!(delta > 100.0, "4 readers vs 1: {delta}%\n{text}");
+    let p: f64 = ops[col("p_value_2")].parse().expect("a p-value");
+    assert!((0.0..=1.0).contains(&p), "{p}");
     for f in ["compare.txt", "compare.csv", "compare.html"] {
         assert!(out.path().join("cmp").join(f).is_file(), "{f}");
     }
@@ -272,10 +286,13 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
     // The scratch server runs as `postgres` when we are root: the folder must be reachable.
     let _ = Command::new("chmod").arg("755").arg(work.path()).status();
     let config = work.path().join("nightly.yaml");
+    // The latency gate is off: this test is about the nightly's plumbing (baseline, second run,
+    // regress's exit code, JUnit), and a 2 s step's client p99 moved 25-fold between two runs on
+    // a busy host (154 µs -> 3,971 µs). Thresholds themselves are unit-tested in regress.rs.
     std::fs::write(
         &config,
         "data:\n  schemas: 1\n  scale: 1000blocks\nrun:\n  run_time: 2s\n  label: nightly-test\nramp:\n  readers: [1, 2]\n  writers: [0]\n\
-         regress:\n  max_iops_drop_pct: 95\n  max_latency_rise_pct: 1000\ncontainer:\n  shared_buffers: 16MB\n",
+         regress:\n  max_iops_drop_pct: 95\n  max_latency_rise_pct: off\ncontainer:\n  shared_buffers: 16MB\n",
     )
     .unwrap();
     let results = work.path().join("results");

@@ -148,15 +148,20 @@ pub enum Command {
         /// Config file for the thresholds (regress: section).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Largest allowed drop of IOPS, % [config: regress.max_iops_drop_pct; default 10]
+        /// Largest allowed drop of IOPS, % or `off` [config: regress.max_iops_drop_pct; default 10]
         #[arg(long, value_name = "PCT")]
-        max_iops_drop: Option<f64>,
-        /// Largest allowed rise of latency, % [config: regress.max_latency_rise_pct; default 20]
+        max_iops_drop: Option<dbio_core::regress::Threshold>,
+        /// Largest allowed rise of latency, % or `off` (gate on throughput alone, e.g. on a
+        /// shared, noisy system) [config: regress.max_latency_rise_pct; default 20]
         #[arg(long, value_name = "PCT")]
-        max_latency_rise: Option<f64>,
+        max_latency_rise: Option<dbio_core::regress::Threshold>,
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Facts that may differ between BASE and CURRENT (e.g. `work_unit,server_major`);
+        /// any other difference in what they measure is refused with exit 2.
+        #[arg(long, value_name = "FACT", value_delimiter = ',')]
+        accept_difference: Vec<String>,
     },
 
     /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and
@@ -184,7 +189,9 @@ pub enum Command {
         /// Size to create, or how much of the file or device to use.
         #[arg(long, value_name = "SIZE")]
         size: Option<SizeSpec>,
-        /// Create the file with real (non-sparse) data first; needs --size.
+        /// Create a new file with real (non-sparse) data first; needs --size. Never replaces a
+        /// file: an existing one is refused, unless it is a calibration file dbio created,
+        /// which is used as it is.
         #[arg(long)]
         create: bool,
         /// Small I/O size.
@@ -207,16 +214,20 @@ pub enum Command {
         /// Percent of small I/Os that are writes (default none).
         #[arg(long, value_name = "P", default_value = "0")]
         write_pct: u32,
-        /// Allow writes to a block device, destroying its data.
+        /// Allow writes (--write-pct) to a block device or to a file that `--create` did not
+        /// make, destroying its data. Without it only dbio's own calibration file takes writes.
         #[arg(long)]
         destroy_data: bool,
         /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite) or io_uring (one
         /// thread keeping the I/Os in flight).
         #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync", "io_uring"])]
         engine: String,
-        /// Result folder.
+        /// Result folder, new or empty (default results/<UTC timestamp>-calibrate/).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Write into a result folder that already holds files, replacing those of the same name.
+        #[arg(long)]
+        overwrite: bool,
     },
 
     /// Print the effective configuration (defaults, then the file) as YAML, or one value.
@@ -347,9 +358,12 @@ pub struct RunArgs {
     /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
+    /// Result folder, new or empty [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write into a result folder that already holds files, replacing those of the same name [config: run.overwrite]
+    #[arg(long)]
+    pub overwrite: bool,
     /// Label of the run, in the result and the folder name [config: run.label]
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
@@ -494,6 +508,9 @@ impl RunArgs {
         }
         if let Some(v) = &self.out {
             r.out = Some(v.clone());
+        }
+        if self.overwrite {
+            r.overwrite = true;
         }
         if let Some(v) = &self.label {
             r.label = Some(v.clone());

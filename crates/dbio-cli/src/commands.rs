@@ -1,6 +1,6 @@
 //! One function per command: build the effective config, call the backend, print.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dbio_core::Config;
@@ -11,6 +11,7 @@ use dbio_core::driver::{
     DriveConfig, Progress, RunStatus, STOP_GRACE, SessionSpec, WindowSpec, drive, drive_loops,
     session_specs,
 };
+use dbio_core::output;
 use dbio_core::regress;
 use dbio_core::report;
 use dbio_core::result::{RunContext, RunResult};
@@ -130,7 +131,10 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             max_iops_drop,
             max_latency_rise,
             junit,
+            accept_difference,
         } => {
+            dbio_core::shape::check_fact_names(&accept_difference)
+                .map_err(|m| Failure::new(2, format!("--accept-difference: {m}")))?;
             let mut cfg = Config::load(config.as_deref())?;
             if let Some(v) = max_iops_drop {
                 cfg.regress.max_iops_drop_pct = v;
@@ -139,7 +143,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 cfg.regress.max_latency_rise_pct = v;
             }
             cfg.validate()?;
-            regress_cmd(&baseline, &current, &cfg, junit.as_deref())
+            regress_cmd(
+                &baseline,
+                &current,
+                &cfg,
+                junit.as_deref(),
+                &accept_difference,
+            )
         }
         Command::Report { result, format } => {
             let r = RunResult::read_json(&result)?;
@@ -183,6 +193,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             destroy_data,
             engine,
             out,
+            overwrite,
         } => {
             let opts = dbio_calibrate::CalibrateOptions {
                 path,
@@ -201,7 +212,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 },
                 seed: 1,
             };
-            crate::calibrate::calibrate_cmd(&opts, out, quiet)
+            crate::calibrate::calibrate_cmd(&opts, out, overwrite, quiet)
         }
         Command::Scratch { action } => scratch_cmd(action),
         Command::Quickstart {
@@ -512,7 +523,7 @@ fn compare_cmd(
             ("compare.csv", &csv),
             ("compare.html", &html),
         ] {
-            dbio_core::result::write_atomic(&dir.join(name), body.as_bytes())?;
+            output::write_atomic(&dir.join(name), body.as_bytes())?;
         }
         eprintln!(
             "compare: compare.txt, compare.csv, compare.html written to {}",
@@ -532,13 +543,17 @@ fn regress_cmd(
     current: &Path,
     config: &Config,
     junit: Option<&Path>,
+    accepted: &[String],
 ) -> Result<u8, Failure> {
     let base = read_step_set(baseline)?;
     let cur = read_step_set(current)?;
+    if let Some(why) = regress::refusal(&base, &cur, accepted) {
+        return Err(Failure::new(2, why));
+    }
     let rows = regress::regress(&base, &cur, &config.regress);
     print!("{}", regress::render_text(&base, &cur, &rows));
     if let Some(path) = junit {
-        dbio_core::result::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
+        output::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
         eprintln!("regress: JUnit XML written to {}", path.display());
     }
     Ok(if rows.iter().any(|r| r.regressed) {
@@ -554,30 +569,6 @@ fn exit_code(r: &RunResult) -> u8 {
         RunStatus::Ok => 0,
         RunStatus::Failed | RunStatus::Interrupted => 1,
     }
-}
-
-/// `results/<UTC timestamp>-<label>/`, made unique if a folder of that name exists.
-pub fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let label: String = label
-        .unwrap_or("run")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = std::path::PathBuf::from("results").join(format!("{stamp}-{label}"));
-    let mut dir = base.clone();
-    let mut n = 2;
-    while dir.exists() {
-        dir = std::path::PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
-    }
-    dir
 }
 
 /// The live line, like `pgbench -P`.
@@ -615,20 +606,37 @@ pub const STDERR: RunOutput<'static> = RunOutput {
     line: &to_stderr,
 };
 
-/// The run's result folder (run.out, or results/<UTC>-<label>/), created.
-pub(crate) fn result_dir(config: &Config) -> Result<std::path::PathBuf, Failure> {
+/// The run's result folder (run.out, or a new results/<UTC>-<label>/), proven writable; a
+/// used run.out is refused unless run.overwrite.
+pub(crate) fn result_dir(config: &Config) -> Result<PathBuf, Failure> {
     let r = &config.run;
-    let out_dir = r
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
-    std::fs::create_dir_all(&out_dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the result folder {}: {e}", out_dir.display()),
-        )
-    })?;
-    Ok(out_dir)
+    Ok(output::result_dir(
+        r.out.as_deref(),
+        r.label.as_deref().unwrap_or("run"),
+        r.overwrite,
+    )?)
+}
+
+/// Writes `files` into `dir`, each atomically. When one cannot be written (disk full, folder
+/// gone), the first of them, the main document, is kept in a new file under $TMPDIR, and the
+/// failure (exit 1) names that file.
+pub(crate) fn write_results(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), Failure> {
+    for (name, body) in files {
+        if let Err(e) = output::write_atomic(&dir.join(name), body) {
+            let kept = match files.first() {
+                Some((main, bytes)) => match output::save_fallback(main, bytes) {
+                    Ok(path) => format!("{main} is kept in {}", path.display()),
+                    Err(f) => format!("{main} could not be kept anywhere ({f})"),
+                },
+                None => String::new(),
+            };
+            return Err(Failure::new(
+                1,
+                format!("cannot write {name} into {}: {e}; {kept}", dir.display()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the driver is told: the window (run_time, or work_loop operations per session),
@@ -835,19 +843,26 @@ pub async fn run_benchmark(
     Ok(result)
 }
 
-/// Writes result.json and report.txt (each atomically), prints the report when asked, and
-/// says where they are.
+/// Writes result.json and report.txt (each atomically), prints the report when asked (and
+/// always when the files could not be written), and says where they are.
 pub(crate) fn publish(
     result: &RunResult,
     out_dir: &Path,
     output: &RunOutput<'_>,
 ) -> Result<(), Failure> {
     let text = report::render_text(result);
-    result.write_json(out_dir)?;
-    dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
-    if output.print_report {
+    let json = serde_json::to_string_pretty(result).map_err(|e| Failure::new(1, e.to_string()))?;
+    let written = write_results(
+        out_dir,
+        &[
+            ("result.json", json.as_bytes()),
+            ("report.txt", text.as_bytes()),
+        ],
+    );
+    if output.print_report || written.is_err() {
         print!("{text}");
     }
+    written?;
     (output.line)(&format!(
         "results: {}/result.json, {}/report.txt",
         out_dir.display(),

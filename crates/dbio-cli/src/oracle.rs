@@ -233,7 +233,7 @@ mod enabled {
             });
             match report {
                 Ok(text) => {
-                    dbio_core::result::write_atomic(&out_dir.join("awr.txt"), text.as_bytes())?
+                    dbio_core::output::write_atomic(&out_dir.join("awr.txt"), text.as_bytes())?
                 }
                 Err(e) => warnings.push(format!("no AWR report: {e}")),
             }

@@ -2,20 +2,20 @@
 //! own folder, then the ramp's table, charts and HTML report.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use dbio_core::Config;
 use dbio_core::chart::render_svg;
 use dbio_core::config::OnStepFailure;
 use dbio_core::driver::RunStatus;
 use dbio_core::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
-use dbio_core::result::{RESULT_FORMAT, RunResult, write_atomic};
+use dbio_core::result::{RESULT_FORMAT, RunResult};
 use dbio_core::summary::{RampResult, summarize};
 use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Failure;
-use crate::commands::{RunOutput, default_out_dir, run_benchmark};
+use crate::commands::{RunOutput, run_benchmark, write_results};
 
 /// (readers, writers, update_pct) of each step, readers varying fastest.
 pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
@@ -40,10 +40,6 @@ pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
     steps
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), Failure> {
-    write_atomic(&dir.join(name), text.as_bytes()).map_err(Failure::from)
-}
-
 /// Runs every step and writes the ramp's files; returns the ramp and its folder.
 pub async fn ramp(
     config: &Config,
@@ -53,17 +49,8 @@ pub async fn ramp(
     let steps = plan(config);
     let repeat = config.ramp.repeat.max(1);
     let label = config.run.label.clone().unwrap_or_else(|| "ramp".into());
-    let dir = config
-        .run
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(Some(&label)));
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the ramp folder {}: {e}", dir.display()),
-        )
-    })?;
+    let dir =
+        dbio_core::output::result_dir(config.run.out.as_deref(), &label, config.run.overwrite)?;
     let started = chrono::Utc::now();
     let total = (steps.len() as u32 * repeat) as u64;
     let bar = ProgressBar::with_draw_target(
@@ -207,18 +194,28 @@ pub async fn ramp(
         warnings,
     };
     let json = serde_json::to_string_pretty(&ramp).map_err(|e| Failure::new(1, e.to_string()))?;
-    write(&dir, "ramp.json", &json)?;
-    write(&dir, "ramp.csv", &ramp_csv(&ramp))?;
     let txt = ramp_txt(&ramp);
-    write(&dir, "ramp.txt", &txt)?;
+    let mut files = vec![
+        ("ramp.json", json),
+        ("ramp.csv", ramp_csv(&ramp)),
+        ("ramp.txt", txt.clone()),
+    ];
     let mut svgs = Vec::new();
     for (file, chart) in ramp_charts(&ramp, &label) {
         let svg = render_svg(&chart);
-        write(&dir, file, &svg)?;
+        files.push((file, svg.clone()));
         svgs.push((file, svg));
     }
-    write(&dir, "report.html", &ramp_html(&ramp, &svgs))?;
+    files.push(("report.html", ramp_html(&ramp, &svgs)));
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_bytes())).collect();
+    let written = write_results(&dir, &files);
     print!("{txt}");
+    if let Err(f) = written {
+        return Err(match error {
+            Some(step) => Failure::new(f.code, format!("{}; and {}", step.message, f.message)),
+            None => f,
+        });
+    }
     eprintln!(
         "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
         ramp.steps.len(),

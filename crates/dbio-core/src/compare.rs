@@ -35,8 +35,20 @@ pub struct CompareRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub labels: Vec<String>,
+    /// Each input's status (`ok`, `failed`, `interrupted`).
+    pub statuses: Vec<String>,
+    /// What each input measured differently from the first (`work_unit 64 vs 1`); empty for
+    /// the first and for inputs of the same shape.
+    pub differences: Vec<Vec<String>>,
     pub rows: Vec<CompareRow>,
     pub notes: Vec<String>,
+}
+
+impl Comparison {
+    /// True when every input measured what the first did.
+    pub fn comparable(&self) -> bool {
+        self.differences.iter().all(Vec::is_empty)
+    }
 }
 
 fn pct(base: Option<f64>, v: Option<f64>) -> Option<f64> {
@@ -187,8 +199,23 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             });
         }
     }
+    let statuses = sets.iter().map(|s| s.status.as_str().to_string()).collect();
+    let differences = sets
+        .iter()
+        .map(|s| match sets.first() {
+            Some(first) => first
+                .shape
+                .differences(&s.shape)
+                .iter()
+                .map(|d| d.to_string())
+                .collect(),
+            None => Vec::new(),
+        })
+        .collect();
     Comparison {
         labels,
+        statuses,
+        differences,
         rows,
         notes,
     }
@@ -204,14 +231,18 @@ impl Comparison {
         for (i, l) in self.labels.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "input {}: {l}{}",
+                "input {}: {l}{}{}",
                 i + 1,
                 if i == 0 {
                     " (baseline of the % changes)"
                 } else {
                     ""
-                }
+                },
+                self.status_note(i)
             );
+        }
+        for line in self.difference_lines() {
+            let _ = writeln!(o, "{line}");
         }
         let mut step = "";
         for r in &self.rows {
@@ -393,10 +424,33 @@ impl Comparison {
              per-interval throughput (sample size corrected for autocorrelation); latency: Mann-Whitney U on the HDR distributions; \
              database figures: Welch's t-test on repeat values.</p>"
         );
-        for n in &self.notes {
+        for n in self.difference_lines().iter().chain(&self.notes) {
             let _ = writeln!(b, "<p class=\"warn\">{}</p>", escape(n));
         }
         html_page("dbio compare", &b)
+    }
+
+    fn status_note(&self, i: usize) -> String {
+        match self.statuses.get(i).map(String::as_str) {
+            Some("ok") | None => String::new(),
+            Some(s) => format!(" [status {s}: its figures cover an incomplete run]"),
+        }
+    }
+
+    /// "NOT COMPARABLE" lines, one per input that measured something else than input 1.
+    fn difference_lines(&self) -> Vec<String> {
+        self.differences
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(i, d)| {
+                format!(
+                    "NOT COMPARABLE: input {} measured something else than input 1: {}",
+                    i + 1,
+                    d.join("; ")
+                )
+            })
+            .collect()
     }
 }
 
@@ -445,7 +499,28 @@ mod tests {
             label: label.into(),
             path: label.into(),
             steps,
+            status: crate::driver::RunStatus::Ok,
+            shape: crate::shape::Shape::of(&crate::Config::default(), None, None),
         }
+    }
+
+    #[test]
+    fn differences_and_status_come_first() {
+        let a = set("a", vec![step(1, 1000.0, 0)]);
+        let mut cfg = crate::Config::default();
+        cfg.run.work_unit = 1;
+        let mut b = set("b", vec![step(1, 1000.0, 0)]);
+        b.shape = crate::shape::Shape::of(&cfg, None, None);
+        b.status = crate::driver::RunStatus::Interrupted;
+        let c = compare(&[a.clone(), b]);
+        assert!(!c.comparable());
+        let text = c.render_text();
+        let first_step = text.find("step ").unwrap();
+        let nc = text.find("NOT COMPARABLE: input 2").expect(&text);
+        assert!(nc < first_step, "{text}");
+        assert!(text.contains("work_unit 64 vs 1"), "{text}");
+        assert!(text.contains("input 2: b [status interrupted"), "{text}");
+        assert!(compare(&[a.clone(), a]).comparable());
     }
 
     #[test]

@@ -263,6 +263,9 @@ pub struct RunConfig {
     pub calibration: Option<PathBuf>,
     /// Result folder; default `results/<UTC timestamp>-<label>/`.
     pub out: Option<PathBuf>,
+    /// Write into an `out` folder that already holds files (replacing those of the same
+    /// name); without it such a folder is refused, so no earlier result is replaced.
+    pub overwrite: bool,
     pub label: Option<String>,
 }
 
@@ -348,6 +351,7 @@ impl Default for RunConfig {
             vacuum: true,
             calibration: None,
             out: None,
+            overwrite: false,
             label: None,
         }
     }
@@ -533,13 +537,22 @@ impl Config {
                 self.regress.max_latency_rise_pct,
             ),
         ] {
+            let Some(v) = v.pct() else { continue };
             if !(0.0..=1000.0).contains(&v) {
                 return Err(CoreError::OutOfRange {
                     key: key.into(),
                     value: v.to_string(),
-                    allowed: "0..=1000 (%)".into(),
+                    allowed: "0..=1000 (%) or off".into(),
                 });
             }
+        }
+        if let Some(label) = &self.run.label
+            && label.chars().any(char::is_control)
+        {
+            return Err(CoreError::invalid(
+                "run.label",
+                "holds a control character (an escape sequence, a newline); use plain text",
+            ));
         }
         if self.target.connect_timeout.0.is_zero() {
             return Err(CoreError::invalid(
@@ -565,6 +578,24 @@ impl Config {
                 "run.run_time",
                 "the run has no window: set run.run_time (--run-time) above 0s or run.work_loop (--work-loop)",
             ));
+        }
+        if r.work_loop == 0 {
+            // A window this short is mostly start-up and snapshot latency: a 1 ms window was
+            // seen to report "16000 read requests/s" from one read.
+            let min = Duration::from_secs(1).max(10 * self.collector.sample_period.0);
+            if r.run_time.0 < min {
+                return Err(CoreError::invalid(
+                    "run.run_time",
+                    format!(
+                        "{} is too short to measure: a window needs at least 1s and 10 wait samples \
+                         (10 x collector.sample_period {} = {:?}); set --run-time {}s or more",
+                        r.run_time,
+                        self.collector.sample_period,
+                        10 * self.collector.sample_period.0,
+                        min.as_secs_f64().ceil()
+                    ),
+                ));
+            }
         }
         if r.engine == RunEngine::Server {
             let unsupported = [
@@ -872,5 +903,21 @@ mod tests {
                 .to_string()
                 .contains("data.prefix")
         );
+    }
+
+    #[test]
+    fn a_window_too_short_to_measure_is_refused() {
+        let mut c = Config::default();
+        c.run.run_time = Dur(Duration::from_millis(1));
+        let e = c.validate_run(8192).unwrap_err().to_string();
+        assert!(e.contains("run.run_time") && e.contains("too short"), "{e}");
+        c.run.run_time = Dur(Duration::from_secs(1));
+        assert!(c.validate_run(8192).is_ok());
+        // 10 samples of 200 ms do not fit in 1 s.
+        c.collector.sample_period = Dur(Duration::from_millis(200));
+        assert!(c.validate_run(8192).is_err());
+        // A work_loop run has no fixed window to check.
+        c.run.work_loop = 10;
+        assert!(c.validate_run(8192).is_ok());
     }
 }

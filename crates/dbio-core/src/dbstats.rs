@@ -164,10 +164,24 @@ pub struct CalibrationCompare {
 /// Below this share of database reads reaching the device, the run measured the page cache.
 pub const MIN_PHYSICAL_RATIO: f64 = 0.5;
 
+/// Above this share, the device read more than the database asked for.
+pub const MAX_PHYSICAL_RATIO: f64 = 1.1;
+
 /// Warnings about reads that did not come from storage: served by the OS page cache (device
 /// reads well below database reads) or by shared_buffers (almost no database reads).
 pub fn cache_warnings(db: &DbMetrics, device: Option<&DeviceMetrics>) -> Vec<String> {
     let mut w = Vec::new();
+    if let Some(ratio) = device.and_then(|d| d.physical_read_ratio)
+        && ratio > MAX_PHYSICAL_RATIO
+    {
+        w.push(format!(
+            "the device served {:.2} reads per database read: it read more than this run asked for. \
+             Read-ahead (the kernel's, or PostgreSQL's read streams and prefetch) and other work on the \
+             same device (other databases, backups, other servers sharing it) both do this; the device \
+             figures then are not this run's alone",
+            ratio
+        ));
+    }
     if let Some(ratio) = device.and_then(|d| d.physical_read_ratio)
         && ratio < MIN_PHYSICAL_RATIO
     {
@@ -231,6 +245,13 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("only 10%") && w[0].contains("page cache"));
         assert!(cache_warnings(&db, Some(&device(Some(0.95)))).is_empty());
+        assert!(cache_warnings(&db, Some(&device(Some(1.05)))).is_empty());
+        let more = cache_warnings(&db, Some(&device(Some(1.8))));
+        assert_eq!(more.len(), 1);
+        assert!(
+            more[0].contains("1.80 reads per database read") && more[0].contains("Read-ahead"),
+            "{more:?}"
+        );
         let cached = DbMetrics {
             read_iops: 1.0,
             buffer_hit_ratio: Some(0.999),

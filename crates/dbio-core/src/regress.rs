@@ -10,22 +10,107 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::chart::escape;
+use crate::driver::RunStatus;
 use crate::summary::{Stat, StepSet, StepSummary};
+
+/// A threshold in %, or `off`: that gate is not checked. On a shared, noisy system the client
+/// p99 can move tenfold between identical runs, so a DBA may gate on throughput alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    Pct(f64),
+    Off,
+}
+
+impl Threshold {
+    pub fn pct(self) -> Option<f64> {
+        match self {
+            Threshold::Pct(v) => Some(v),
+            Threshold::Off => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Threshold {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("off") {
+            return Ok(Threshold::Off);
+        }
+        t.trim_end_matches('%')
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .map(Threshold::Pct)
+            .ok_or_else(|| format!("`{s}` is neither a percentage (e.g. 10) nor `off`"))
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Threshold::Pct(v) => write!(f, "{v}"),
+            Threshold::Off => f.write_str("off"),
+        }
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Threshold::Pct(v) => s.serialize_f64(*v),
+            Threshold::Off => s.serialize_str("off"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Threshold;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a percentage (e.g. 10) or `off`")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Threshold, E> {
+                Ok(Threshold::Pct(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Threshold, E> {
+                Ok(Threshold::Pct(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Threshold, E> {
+                Ok(Threshold::Pct(v as f64))
+            }
+            // YAML 1.1 reads a bare `off` (and `false`, `no`) as the boolean false.
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Threshold, E> {
+                if v {
+                    Err(E::custom("a threshold is a percentage (e.g. 10) or `off`"))
+                } else {
+                    Ok(Threshold::Off)
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Threshold, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
-    /// Largest allowed drop of DB read IOPS and client ops/s, in %.
-    pub max_iops_drop_pct: f64,
-    /// Largest allowed rise of DB read latency and client read p99, in %.
-    pub max_latency_rise_pct: f64,
+    /// Largest allowed drop of DB read IOPS and client ops/s, in %, or `off`.
+    pub max_iops_drop_pct: Threshold,
+    /// Largest allowed rise of DB read latency and client read p99, in %, or `off`.
+    pub max_latency_rise_pct: Threshold,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
-            max_iops_drop_pct: 10.0,
-            max_latency_rise_pct: 20.0,
+            max_iops_drop_pct: Threshold::Pct(10.0),
+            max_latency_rise_pct: Threshold::Pct(20.0),
         }
     }
 }
@@ -35,8 +120,8 @@ impl Default for Thresholds {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegressConfig {
-    pub max_iops_drop_pct: f64,
-    pub max_latency_rise_pct: f64,
+    pub max_iops_drop_pct: Threshold,
+    pub max_latency_rise_pct: Threshold,
     pub steps: BTreeMap<String, Thresholds>,
 }
 
@@ -68,8 +153,9 @@ pub struct RegressRow {
     pub baseline: Option<f64>,
     pub current: Option<f64>,
     pub change_pct: Option<f64>,
-    /// The allowed change, signed: -10 = may drop 10%, +20 = may rise 20%.
-    pub threshold_pct: f64,
+    /// The allowed change, signed: -10 = may drop 10%, +20 = may rise 20%; null when that
+    /// gate is off.
+    pub threshold_pct: Option<f64>,
     pub regressed: bool,
     pub note: String,
 }
@@ -108,8 +194,69 @@ fn checks() -> [(&'static str, Pick, Direction); 4] {
     ]
 }
 
+/// What makes a regress meaningless, refused before any figure is compared (exit 2): a
+/// baseline that did not finish ok, and a current run that measured something else (other
+/// work_unit, server version, shared_buffers, ...) unless each such fact is in `accepted`.
+pub fn refusal(base: &StepSet, current: &StepSet, accepted: &[String]) -> Option<String> {
+    let failed_step = base.steps.iter().find(|s| s.status != RunStatus::Ok);
+    if base.status != RunStatus::Ok || failed_step.is_some() {
+        let status = failed_step.map(|s| s.status).unwrap_or(base.status);
+        return Some(format!(
+            "the baseline {} is {}: a failed or interrupted run is never a baseline; use a run whose status is ok",
+            base.path.display(),
+            status.as_str()
+        ));
+    }
+    let open: Vec<String> = base
+        .shape
+        .differences(&current.shape)
+        .into_iter()
+        .filter(|d| !accepted.iter().any(|a| a == d.fact))
+        .map(|d| d.to_string())
+        .collect();
+    if open.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} and {} do not measure the same thing: {}; if these differences are intended, accept them with --accept-difference {}",
+        base.path.display(),
+        current.path.display(),
+        open.join("; "),
+        base.shape
+            .differences(&current.shape)
+            .iter()
+            .filter(|d| !accepted.iter().any(|a| a == d.fact))
+            .map(|d| d.fact)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
+}
+
 pub fn regress(base: &StepSet, current: &StepSet, cfg: &RegressConfig) -> Vec<RegressRow> {
     let mut rows = Vec::new();
+    // A failed or interrupted run never passes, whatever its figures.
+    for c in &current.steps {
+        let status = if c.status != RunStatus::Ok {
+            c.status
+        } else {
+            current.status
+        };
+        if status != RunStatus::Ok {
+            rows.push(RegressRow {
+                step: c.step.clone(),
+                metric: "status".into(),
+                baseline: None,
+                current: None,
+                change_pct: None,
+                threshold_pct: None,
+                regressed: true,
+                note: format!(
+                    "the current run is {}: a failed or interrupted run never passes",
+                    status.as_str()
+                ),
+            });
+        }
+    }
     let single = base.steps.len() == 1 && current.steps.len() == 1;
     for b in &base.steps {
         let t = cfg.for_step(&b.step);
@@ -125,7 +272,7 @@ pub fn regress(base: &StepSet, current: &StepSet, cfg: &RegressConfig) -> Vec<Re
                 baseline: None,
                 current: None,
                 change_pct: None,
-                threshold_pct: 0.0,
+                threshold_pct: None,
                 regressed: true,
                 note: "the step is in the baseline but not in the current run".into(),
             });
@@ -139,22 +286,23 @@ pub fn regress(base: &StepSet, current: &StepSet, cfg: &RegressConfig) -> Vec<Re
         for (metric, pick, dir) in checks() {
             let (bv, cv) = (pick(b), pick(c));
             let threshold_pct = match dir {
-                Direction::Drop => -t.max_iops_drop_pct,
-                Direction::Rise => t.max_latency_rise_pct,
+                Direction::Drop => t.max_iops_drop_pct.pct().map(|v| -v),
+                Direction::Rise => t.max_latency_rise_pct.pct(),
             };
             let change_pct = match (bv, cv) {
                 (Some(bv), Some(cv)) if bv != 0.0 => Some(100.0 * (cv - bv) / bv),
                 _ => None,
             };
-            let (regressed, note) = match (change_pct, &dir) {
-                (None, _) => (false, "not measured in both; not checked".to_string()),
-                (Some(ch), Direction::Drop) if ch < threshold_pct => {
-                    (true, format!("dropped more than {}%", t.max_iops_drop_pct))
+            let (regressed, note) = match (change_pct, threshold_pct, &dir) {
+                (_, None, _) => (false, "gate off; not checked".to_string()),
+                (None, _, _) => (false, "not measured in both; not checked".to_string()),
+                (Some(ch), Some(th), Direction::Drop) if ch < th => {
+                    (true, format!("dropped more than {}%", -th))
                 }
-                (Some(ch), Direction::Rise) if ch > threshold_pct => {
-                    (true, format!("rose more than {}%", t.max_latency_rise_pct))
+                (Some(ch), Some(th), Direction::Rise) if ch > th => {
+                    (true, format!("rose more than {th}%"))
                 }
-                (Some(_), _) => (false, "within threshold".to_string()),
+                (Some(_), _, _) => (false, "within threshold".to_string()),
             };
             rows.push(RegressRow {
                 step: step.clone(),
@@ -173,6 +321,14 @@ pub fn regress(base: &StepSet, current: &StepSet, cfg: &RegressConfig) -> Vec<Re
 
 fn num(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
+}
+
+fn allowed(r: &RegressRow) -> String {
+    match r.threshold_pct {
+        _ if r.metric == "step" || r.metric == "status" => "-".into(),
+        Some(t) => format!("{t:+.0}%"),
+        None => "off".into(),
+    }
 }
 
 pub fn render_text(base: &StepSet, current: &StepSet, rows: &[RegressRow]) -> String {
@@ -194,11 +350,7 @@ pub fn render_text(base: &StepSet, current: &StepSet, rows: &[RegressRow]) -> St
             r.change_pct
                 .map(|c| format!("{c:+.1}%"))
                 .unwrap_or_else(|| "-".into()),
-            if r.metric == "step" {
-                "-".to_string()
-            } else {
-                format!("{:+.0}%", r.threshold_pct)
-            },
+            allowed(r),
             if r.regressed { "REGRESSION: " } else { "ok: " },
             r.note
         );
@@ -227,14 +379,14 @@ pub fn render_junit(rows: &[RegressRow]) -> String {
         let class = escape(&format!("dbio.regress.{}", r.step));
         if r.regressed {
             let message = format!(
-                "{}: baseline {} current {} change {} allowed {:+.0}%",
+                "{}: baseline {} current {} change {} allowed {}",
                 r.note,
                 num(r.baseline),
                 num(r.current),
                 r.change_pct
                     .map(|c| format!("{c:+.1}%"))
                     .unwrap_or_else(|| "-".into()),
-                r.threshold_pct
+                allowed(r)
             );
             let _ = writeln!(
                 o,
@@ -287,6 +439,8 @@ mod tests {
 
     fn set(steps: Vec<StepSummary>) -> StepSet {
         StepSet {
+            status: RunStatus::Ok,
+            shape: crate::shape::Shape::of(&crate::Config::default(), None, None),
             label: "x".into(),
             path: "x".into(),
             steps,
@@ -326,8 +480,8 @@ mod tests {
             steps: BTreeMap::from([(
                 "r1-w0".to_string(),
                 Thresholds {
-                    max_iops_drop_pct: 2.0,
-                    max_latency_rise_pct: 5.0,
+                    max_iops_drop_pct: Threshold::Pct(2.0),
+                    max_latency_rise_pct: Threshold::Pct(5.0),
                 },
             )]),
             ..RegressConfig::default()
@@ -341,6 +495,58 @@ mod tests {
             rows.iter()
                 .any(|r| r.step == "r4-w0" && r.metric == "step" && r.regressed)
         );
+    }
+
+    #[test]
+    fn an_interrupted_run_never_passes_and_is_never_a_baseline() {
+        let base = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cur = set(vec![step(1, 1000.0, 100.0)]);
+        cur.status = RunStatus::Interrupted;
+        let rows = regress(&base, &cur, &RegressConfig::default());
+        let status: Vec<_> = rows.iter().filter(|r| r.metric == "status").collect();
+        assert_eq!(status.len(), 1);
+        assert!(status[0].regressed && status[0].note.contains("interrupted"));
+        assert!(render_text(&base, &cur, &rows).contains("REGRESSION"));
+        assert!(refusal(&base, &cur, &[]).is_none());
+        let e = refusal(&cur, &base, &[]).expect("an interrupted baseline is refused");
+        assert!(e.contains("never a baseline"), "{e}");
+    }
+
+    #[test]
+    fn other_shapes_are_refused_unless_accepted() {
+        let base = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cur = set(vec![step(1, 1000.0, 100.0)]);
+        let mut cfg = crate::Config::default();
+        cfg.run.work_unit = 1;
+        cur.shape = crate::shape::Shape::of(&cfg, None, None);
+        let e = refusal(&base, &cur, &[]).expect("refused");
+        assert!(
+            e.contains("work_unit 64 vs 1") && e.contains("--accept-difference work_unit"),
+            "{e}"
+        );
+        assert!(refusal(&base, &cur, &["work_unit".to_string()]).is_none());
+    }
+
+    #[test]
+    fn a_gate_that_is_off_never_fails() {
+        let base = set(vec![step(1, 1000.0, 100.0)]);
+        // Latency 25 times worse, as a noisy client p99 on a busy host can be.
+        let cur = set(vec![step(1, 990.0, 2500.0)]);
+        let cfg: RegressConfig =
+            serde_saphyr::from_str("max_latency_rise_pct: off\n").expect("`off` parses");
+        assert_eq!(cfg.max_latency_rise_pct, Threshold::Off);
+        let rows = regress(&base, &cur, &cfg);
+        assert!(rows.iter().all(|r| !r.regressed), "{rows:?}");
+        let latency: Vec<_> = rows.iter().filter(|r| r.metric.contains("µs")).collect();
+        assert_eq!(latency.len(), 2);
+        assert!(latency.iter().all(|r| r.threshold_pct.is_none()));
+        assert!(render_text(&base, &cur, &rows).contains(" off "));
+        // The throughput gate still works beside it.
+        let rows = regress(&base, &set(vec![step(1, 500.0, 2500.0)]), &cfg);
+        assert_eq!(rows.iter().filter(|r| r.regressed).count(), 2);
+        assert_eq!("off".parse::<Threshold>(), Ok(Threshold::Off));
+        assert_eq!("12.5%".parse::<Threshold>(), Ok(Threshold::Pct(12.5)));
+        assert!("lots".parse::<Threshold>().is_err());
     }
 
     #[test]

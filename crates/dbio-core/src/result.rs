@@ -3,7 +3,7 @@
 //! collector's figures (null where they could not be collected, with a warning saying why).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -226,18 +226,6 @@ impl RunResult {
         }
     }
 
-    /// Writes `result.json` atomically (a temporary file renamed into place), so a reader
-    /// never sees half a result.
-    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, CoreError> {
-        let path = dir.join("result.json");
-        let text = serde_json::to_string_pretty(self).map_err(|e| CoreError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(&path, text.as_bytes())?;
-        Ok(path)
-    }
-
     /// Reads a result document; a malformed, truncated or newer one is a clear error.
     pub fn read_json(path: &Path) -> Result<RunResult, CoreError> {
         let bad = |message: String| CoreError::Result {
@@ -254,20 +242,71 @@ impl RunResult {
                     "result format {f} is newer than this dbio understands ({RESULT_FORMAT}); use a newer dbio"
                 )));
             }
+            Some(0) => return Err(bad("result format 0 is not a dbio format (1 and up)".into())),
             None => return Err(bad("not a dbio result (no \"format\" field)".into())),
             _ => {}
         }
-        serde_json::from_value(value).map_err(|e| bad(format!("not a valid dbio result: {e}")))
+        let mut r: RunResult = serde_json::from_value(value)
+            .map_err(|e| bad(format!("not a valid dbio result: {e}")))?;
+        r.check_sane().map_err(bad)?;
+        // Text from a file may hold escape sequences; none reaches a terminal or a report.
+        r.label = r.label.as_deref().map(printable);
+        r.error = r.error.as_deref().map(printable);
+        r.warnings = r.warnings.iter().map(|w| printable(w)).collect();
+        r.environment.target = printable(&r.environment.target);
+        Ok(r)
+    }
+
+    /// Refuses figures no real run produces: a window of 0 s or less, negative or non-finite
+    /// rates, an undecodable histogram (which would otherwise show as "no reads").
+    fn check_sane(&self) -> Result<(), String> {
+        let w = self.window.measured_s;
+        if !(w.is_finite() && w > 0.0) {
+            return Err(format!(
+                "window.measured_s = {w}; a window must be above 0 s"
+            ));
+        }
+        let mut rates = vec![
+            ("client.ops_per_s", self.client.ops_per_s),
+            ("client.read.ops_per_s", self.client.read.ops_per_s),
+            ("client.update.ops_per_s", self.client.update.ops_per_s),
+        ];
+        if let Some(db) = &self.db {
+            rates.push(("db.read_iops", db.read_iops));
+            rates.push(("db.write_iops", db.write_iops));
+        }
+        if let Some(d) = &self.device {
+            rates.push(("device.reads_per_s", d.reads_per_s));
+            rates.push(("device.writes_per_s", d.writes_per_s));
+        }
+        rates.extend(
+            self.timeseries
+                .iter()
+                .map(|t| ("timeseries.ops_per_s", t.ops_per_s)),
+        );
+        if let Some((name, v)) = rates.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
+            return Err(format!("{name} = {v}; rates are never negative"));
+        }
+        for (name, op) in [("read", &self.client.read), ("update", &self.client.update)] {
+            if !op.histogram.is_empty() {
+                crate::stats::decode_histogram(&op.histogram)
+                    .map_err(|e| format!("client.{name}.histogram: {e}"))?;
+            }
+        }
+        Ok(())
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
-    let io = |source| CoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+/// `text` with every control character (an escape sequence's ESC, a carriage return, a bell)
+/// written as `\u{..}`, so that text read from a result file cannot drive a terminal.
+pub fn printable(text: &str) -> String {
+    let mut o = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            o.push_str(&c.escape_unicode().to_string());
+        } else {
+            o.push(c);
+        }
+    }
+    o
 }

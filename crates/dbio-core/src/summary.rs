@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::Config;
 use crate::driver::RunStatus;
 use crate::error::CoreError;
-use crate::result::{Environment, RESULT_FORMAT, RunResult};
+use crate::result::{Environment, RESULT_FORMAT, RunResult, printable};
+use crate::shape::Shape;
 use crate::stats::{decode_histogram, encode_histogram, new_histogram};
 
 /// Mean, standard deviation (sample, n-1) and coefficient of variation of repeat values.
@@ -196,6 +197,10 @@ pub struct StepSet {
     pub label: String,
     pub path: PathBuf,
     pub steps: Vec<StepSummary>,
+    /// The run's or ramp's status: a failed or interrupted one never passes regress.
+    pub status: RunStatus,
+    /// What it measured (work_unit, server version, ...), for the comparability check.
+    pub shape: Shape,
 }
 
 /// Reads a run's result.json or a ramp's ramp.json (a folder holding either works too).
@@ -223,19 +228,41 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
                     "ramp format {f} is newer than this dbio understands ({RESULT_FORMAT}); use a newer dbio"
                 )));
             }
+            Some(0) => return Err(bad("ramp format 0 is not a dbio format (1 and up)".into())),
             None => return Err(bad("not a dbio ramp (no \"format\" field)".into())),
             _ => {}
         }
-        let ramp: RampResult = serde_json::from_value(value)
+        let mut ramp: RampResult = serde_json::from_value(value)
             .map_err(|e| bad(format!("not a valid dbio ramp: {e}")))?;
         if ramp.steps.is_empty() {
             return Err(bad("the ramp holds no steps".into()));
         }
+        for step in &mut ramp.steps {
+            step.check_sane()
+                .map_err(|m| bad(format!("step {}: {m}", step.step)))?;
+            step.warnings = step.warnings.iter().map(|w| printable(w)).collect();
+            step.top_wait = step.top_wait.as_deref().map(printable);
+            step.step = printable(&step.step);
+        }
+        // The device is in the steps' own results; a ramp folder that was moved without them
+        // simply leaves it unknown.
+        let device = ramp
+            .steps
+            .first()
+            .and_then(|s| s.results.first())
+            .and_then(|r| {
+                let dir = file.parent().unwrap_or(Path::new("."));
+                RunResult::read_json(&dir.join(r)).ok()
+            })
+            .and_then(|r| r.device.map(|d| d.device));
         return Ok(StepSet {
             label: ramp
                 .label
-                .clone()
+                .as_deref()
+                .map(printable)
                 .unwrap_or_else(|| file.display().to_string()),
+            shape: Shape::of(&ramp.config, ramp.environment.as_ref(), device.as_deref()),
+            status: ramp.status,
             path: file,
             steps: ramp.steps,
         });
@@ -249,9 +276,63 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
         .ok_or_else(|| bad("the result holds no operations to summarise".into()))?;
     Ok(StepSet {
         label,
+        shape: Shape::of(
+            &run.config,
+            Some(&run.environment),
+            run.device.as_ref().map(|d| d.device.as_str()),
+        ),
+        status: run.status,
         path: file,
         steps: vec![step],
     })
+}
+
+impl StepSummary {
+    /// Refuses figures no real run produces: negative or non-finite rates, no elapsed time,
+    /// an undecodable histogram (which would otherwise show as "no reads").
+    fn check_sane(&self) -> Result<(), String> {
+        if !(self.elapsed_s.is_finite() && self.elapsed_s > 0.0) {
+            return Err(format!(
+                "elapsed_s = {} (a window must be above 0 s)",
+                self.elapsed_s
+            ));
+        }
+        let stats = [
+            ("client_ops_per_s", Some(&self.client_ops_per_s)),
+            ("client_read_p50_us", self.client_read_p50_us.as_ref()),
+            ("client_read_p99_us", self.client_read_p99_us.as_ref()),
+            ("db_read_iops", self.db_read_iops.as_ref()),
+            ("db_write_iops", self.db_write_iops.as_ref()),
+            (
+                "db_avg_read_latency_us",
+                self.db_avg_read_latency_us.as_ref(),
+            ),
+            ("device_read_iops", self.device_read_iops.as_ref()),
+        ];
+        for (name, stat) in stats {
+            if let Some(bad) = stat
+                .into_iter()
+                .flat_map(|s| s.values.iter().chain([&s.mean]))
+                .find(|v| !(v.is_finite() && **v >= 0.0))
+            {
+                return Err(format!(
+                    "{name} holds {bad}; rates and latencies are never negative"
+                ));
+            }
+        }
+        if let Some(bad) = self
+            .interval_ops_per_s
+            .iter()
+            .find(|v| !(v.is_finite() && **v >= 0.0))
+        {
+            return Err(format!("interval_ops_per_s holds {bad}"));
+        }
+        if !self.read_histogram.is_empty() {
+            decode_histogram(&self.read_histogram)
+                .map_err(|e| format!("read_histogram cannot be decoded ({e})"))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
