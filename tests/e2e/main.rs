@@ -13,4 +13,5 @@ mod ramp;
 mod run;
 mod safety;
 mod scratch;
+mod session_faults;
 mod setup;

@@ -8,7 +8,8 @@ use dbio_core::compare::compare;
 use dbio_core::config::{Engine, RunEngine};
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
 use dbio_core::driver::{
-    DriveConfig, Progress, RunStatus, SessionSpec, WindowSpec, drive, drive_loops, session_specs,
+    DriveConfig, Progress, RunStatus, STOP_GRACE, SessionSpec, WindowSpec, drive, drive_loops,
+    session_specs,
 };
 use dbio_core::output;
 use dbio_core::regress;
@@ -17,7 +18,7 @@ use dbio_core::result::{RunContext, RunResult};
 use dbio_core::summary::read_step_set;
 use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
-use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
+use dbio_postgres::collector::{Collected, CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
 use dbio_postgres::session::{PgLoopSession, PgSession};
@@ -26,6 +27,7 @@ use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs, ScratchAction, ScratchArgs};
 use crate::progress::LoadBars;
+use crate::signals::interrupts;
 
 /// PostgreSQL's default block size; only used before a server tells us its own.
 const DEFAULT_BLOCK_SIZE: u64 = 8192;
@@ -248,16 +250,17 @@ fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
     )?)
 }
 
-/// Runs `work` until it ends or Ctrl-C arrives; an interrupt is a failure (exit 1).
+/// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure
+/// (exit 1).
 async fn interruptible<T>(
     work: impl std::future::Future<Output = Result<T, PgError>>,
     what: &str,
 ) -> Result<T, Failure> {
     tokio::select! {
         r = work => r.map_err(Failure::from),
-        _ = tokio::signal::ctrl_c() => Err(Failure::new(
+        by = interrupts().reached(1) => Err(Failure::new(
             1,
-            format!("{what} interrupted by Ctrl-C; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
+            format!("{what} interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
         )),
     }
 }
@@ -624,13 +627,6 @@ fn exit_code(r: &RunResult) -> u8 {
     }
 }
 
-/// Resolves when Ctrl-C arrives; never, when the signal cannot be watched.
-pub(crate) async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// The live line, like `pgbench -P`.
 pub(crate) fn progress_line(p: &Progress) -> String {
     if p.warmup {
@@ -719,6 +715,7 @@ pub(crate) fn drive_config(config: &Config, workload: Workload, quiet: bool) -> 
         },
         on_error: r.on_error,
         seed: r.seed,
+        grace: STOP_GRACE,
     }
 }
 
@@ -840,7 +837,7 @@ pub async fn run_benchmark(
             drive(
                 sessions,
                 &drive_cfg,
-                ctrl_c(),
+                interrupts(),
                 |p| (output.line)(&progress_line(p)),
                 || collector.begin(),
             )
@@ -852,11 +849,20 @@ pub async fn run_benchmark(
                 specs.len(),
                 r.run_time
             );
-            drive_loops(sessions, r.run_time.0, ctrl_c(), || collector.begin()).await
+            drive_loops(sessions, r.run_time.0, STOP_GRACE, interrupts(), || {
+                collector.begin()
+            })
+            .await
         }
     };
     let measured_s = outcome.measured_s;
-    let collected = collector.end(measured_s).await;
+    // A second interrupt means "now": the result is written without the "after" snapshot.
+    let collected = tokio::select! {
+        c = collector.end(measured_s) => c,
+        by = interrupts().reached(2) => Collected::skipped(format!(
+            "database statistics were not collected: {by} a second time ended the run at once"
+        )),
+    };
 
     let mut recorded = config.clone();
     recorded.target.dsn = Some(target.redacted());

@@ -49,7 +49,7 @@ mod enabled {
     use dbio_oracle::{client, metrics, sql};
 
     use super::*;
-    use crate::commands::{RunOutput, ctrl_c, drive_config, progress_line, publish, result_dir};
+    use crate::commands::{RunOutput, drive_config, progress_line, publish, result_dir};
 
     const BLOCK: u64 = 8192;
 
@@ -173,7 +173,7 @@ mod enabled {
         let outcome = drive(
             sessions,
             &drive_cfg,
-            ctrl_c(),
+            crate::signals::interrupts(),
             |p| (output.line)(&progress_line(p)),
             || async {
                 tokio::task::block_in_place(|| {

@@ -160,7 +160,12 @@ pub async fn ramp(
                     }
                 }
                 Err(f) => {
-                    status = RunStatus::Failed;
+                    // Interrupted before its window opened (connecting, preparing).
+                    status = if crate::signals::interrupts().count() > 0 {
+                        RunStatus::Interrupted
+                    } else {
+                        RunStatus::Failed
+                    };
                     warnings.push(format!("{name} could not run: {}", f.message));
                     summaries.extend(summarize(&results, paths.clone()));
                     error = Some(f);

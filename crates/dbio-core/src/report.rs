@@ -27,6 +27,14 @@ pub fn render_text(r: &RunResult) -> String {
     if let Some(e) = &r.error {
         let _ = writeln!(o, "error: {e}");
     }
+    if r.sessions_lost > 0 {
+        let _ = writeln!(
+            o,
+            "lost      {} of {} session(s) did not answer and were cut off",
+            r.sessions_lost,
+            r.sessions.len()
+        );
+    }
     let env = &r.environment;
     let _ = writeln!(o, "target    {}", env.target);
     let _ = writeln!(

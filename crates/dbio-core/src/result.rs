@@ -32,6 +32,10 @@ pub struct RunResult {
     pub window: Window,
     pub client: ClientMetrics,
     pub sessions: Vec<SessionOutcome>,
+    /// Sessions that did not answer within the grace once the run was ending (the server
+    /// stopped answering): their connections were shut down (`sessions[].ended_by: lost`).
+    #[serde(default)]
+    pub sessions_lost: u32,
     pub timeseries: Vec<IntervalRow>,
     /// Database statistics over the window (collector); null when not collected.
     pub db: Option<DbMetrics>,
@@ -168,6 +172,13 @@ impl RunResult {
             warnings
                 .push("the run was interrupted: rates cover the time until the interrupt".into());
         }
+        if outcome.sessions_lost > 0 {
+            warnings.push(format!(
+                "{} session(s) lost: they did not answer within the grace once the run was ending, \
+                 and their connections were shut down; figures cover what they had measured before",
+                outcome.sessions_lost
+            ));
+        }
         RunResult {
             format: RESULT_FORMAT,
             status: outcome.status,
@@ -205,6 +216,7 @@ impl RunResult {
                 update,
             },
             sessions: outcome.sessions,
+            sessions_lost: outcome.sessions_lost,
             timeseries: outcome.timeseries,
             db: ctx.db,
             waits: ctx.waits,

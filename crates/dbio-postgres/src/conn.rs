@@ -225,6 +225,12 @@ impl Target {
             Ok(Ok(pair)) => pair,
         };
         tokio::spawn(connection);
+        client
+            .batch_execute(crate::sql::OWN_SETTINGS)
+            .await
+            .map_err(|e| {
+                PgError::from_db("setting dbio's own statement_timeout and idle timeouts", &e)
+            })?;
         Ok(client)
     }
 
@@ -252,40 +258,19 @@ impl Target {
 
     /// The server answered and refused the connection.
     pub(crate) fn server_refused(&self, code: &str, message: &str) -> PgError {
-        let hint = match code {
-            "28P01" | "28000" => format!(
-                "check the password of user `{}` (PGPASSWORD, ~/.pgpass or the DSN) and pg_hba.conf",
-                self.user
-            ),
-            "3D000" => format!(
-                "create the database (createdb {}) or name another one with --dsn \"dbname=...\"",
-                self.dbname
-            ),
-            "53300" => "the server has no free connection slots: raise max_connections or run fewer sessions".into(),
-            "57P03" => "the server is starting up or shutting down: try again in a moment".into(),
-            _ => "check --dsn and the PG* environment variables".into(),
-        };
         PgError::Connect {
             target: self.redacted(),
             cause: format!("{message} (SQLSTATE {code})"),
-            hint,
+            hint: crate::error::connect_hint(code, message, &self.user, &self.dbname),
         }
     }
 
     /// No server answered, or it asked for what dbio cannot give.
     pub(crate) fn unreachable(&self, cause: String) -> PgError {
-        let hint = if cause.contains("password missing") {
-            format!(
-                "the server asks for a password for user `{}`: set PGPASSWORD, add it to ~/.pgpass, or put password=... in the DSN",
-                self.user
-            )
-        } else {
-            "is the server running and accepting TCP connections there? Check --dsn, PGHOST and PGPORT".into()
-        };
         PgError::Connect {
             target: self.redacted(),
+            hint: crate::error::unreachable_hint(&self.host, self.port, &self.user, &cause),
             cause,
-            hint,
         }
     }
 }

@@ -12,7 +12,7 @@ use dbio_core::dataset::{
     judge_size, secs,
 };
 use dbio_core::key_order::KeyOrder;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::SinkExt;
 use tokio::task::JoinSet;
 use tokio_postgres::{Client, NoTls};
@@ -414,6 +414,14 @@ fn make_pool(target: &Target, size: usize) -> Result<Pool> {
     );
     Pool::builder(mgr)
         .max_size(size.max(1))
+        .post_create(Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute(sql::OWN_SETTINGS)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
         .build()
         .map_err(|e| PgError::Failed {
             context: "creating the loader's connection pool".into(),

@@ -71,7 +71,12 @@ async fn sample_loop(client: Client, period: Duration, mut stop: watch::Receiver
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        match client.query(SAMPLE, &[]).await {
+        // A server that stopped answering must not hold the samples taken so far.
+        let answer = tokio::select! {
+            r = client.query(SAMPLE, &[]) => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        match answer {
             Ok(rows) => {
                 out.samples += 1;
                 for r in rows {

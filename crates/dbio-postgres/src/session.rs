@@ -38,7 +38,8 @@ impl PgSession {
         schema: &str,
         opts: &SessionOptions,
     ) -> Result<PgSession> {
-        let (mut conn, io_timing) = connect(target, application_name, opts.statement_timeout)?;
+        let (mut conn, io_timing) =
+            connect(target, application_name, opts.statement_timeout, opts.major)?;
         let failed = failure(application_name);
         conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
             .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
@@ -65,12 +66,14 @@ fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_
     }
 }
 
-/// Opens a session's connection with its settings: statement_timeout, track_io_timing when
-/// the role may set it (the second value says whether it is on), one generic plan.
+/// Opens a session's connection with its settings: statement_timeout (always, so a role
+/// default does not apply) and no idle timeouts, track_io_timing when the role may set it
+/// (the second value says whether it is on), one generic plan.
 fn connect(
     target: &Target,
     application_name: &str,
     statement_timeout: std::time::Duration,
+    major: i32,
 ) -> Result<(WireConn, bool)> {
     let mut conn = WireConn::connect(target, application_name).map_err(|e| match e {
         ConnectError::Server(s) => target.server_refused(&s.code, &s.message),
@@ -87,13 +90,8 @@ fn connect(
         other => target.unreachable(other.to_string()),
     })?;
     let failed = failure(application_name);
-    if !statement_timeout.is_zero() {
-        conn.simple(&format!(
-            "SET statement_timeout = {}",
-            statement_timeout.as_millis()
-        ))
-        .map_err(|e| failed("setting statement_timeout".into(), e))?;
-    }
+    conn.simple(&sql::session_settings(statement_timeout.as_millis(), major))
+        .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;
     let io_timing = match conn.simple("SET track_io_timing = on") {
         Ok(_) => true,
         Err(_) => conn
@@ -155,7 +153,7 @@ impl PgLoopSession {
         call: LoopCall,
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
-        let (mut conn, io_timing) = connect(target, application_name, limit)?;
+        let (mut conn, io_timing) = connect(target, application_name, limit, opts.major)?;
         // A loop whose client is gone (dbio killed) would run to the end of its call: from
         // PostgreSQL 14 the server polls the socket during the call and ends it within a
         // second. On 13, or where the setting is refused (no POLLRDHUP), the loop runs in
@@ -275,6 +273,10 @@ impl LoopSession for PgLoopSession {
         })
     }
 
+    fn closer(&self) -> Option<Canceller> {
+        closer(&self.conn)
+    }
+
     fn flush_stats(&mut self) {
         flush_stats(&mut self.conn, self.major);
     }
@@ -314,12 +316,22 @@ impl Session for PgSession {
     fn canceller(&self) -> Canceller {
         canceller(&self.conn)
     }
+
+    fn closer(&self) -> Option<Canceller> {
+        closer(&self.conn)
+    }
 }
 
 /// Sends a cancel request for the connection's running statement, from any thread.
 fn canceller(conn: &WireConn) -> Canceller {
     let handle = conn.cancel_handle();
     std::sync::Arc::new(move || handle.cancel())
+}
+
+/// Shuts the connection's socket down from any thread (a server that stopped answering).
+fn closer(conn: &WireConn) -> Option<Canceller> {
+    let handle = conn.shutdown_handle().ok()?;
+    Some(std::sync::Arc::new(move || handle.shutdown()))
 }
 
 /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before the

@@ -16,6 +16,30 @@ pub const FILLER_LEN: usize = 120;
 /// (`dbio {json}`); the current marks are JSON, see `marker`.
 pub const LEGACY_MARK: &str = "dbio";
 
+/// dbio's own settings on every connection it opens for its own work (setup, check, list,
+/// teardown, preflight, collector, sampler): a role or database default must not cancel
+/// its catalog work (`ALTER ROLE ... SET statement_timeout`) or close a connection that sits
+/// idle through the window (`idle_session_timeout`, 14+; `idle_in_transaction_session_timeout`).
+/// statement_timeout is set first, alone, so the rest already runs without the role's
+/// limit (13+ re-arms the timer per statement of a query string); the idle timeouts are set
+/// through pg_settings so a server without one (13 has no idle_session_timeout) skips it.
+pub const OWN_SETTINGS: &str = "SET statement_timeout = 0; \
+     SELECT set_config(name, '0', false) FROM pg_settings \
+     WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')";
+
+/// The measured sessions' settings: statement_timeout explicitly (dbio's value, 0 = none,
+/// so a role default does not apply) and no idle timeouts (a session idles while the others
+/// connect and prepare); `major` gates idle_session_timeout (14+).
+pub fn session_settings(statement_timeout_ms: u128, major: i32) -> String {
+    let mut sql = format!(
+        "SET statement_timeout = {statement_timeout_ms}; SET idle_in_transaction_session_timeout = 0"
+    );
+    if major >= 14 {
+        sql.push_str("; SET idle_session_timeout = 0");
+    }
+    sql
+}
+
 /// `"name"` with embedded quotes doubled, as PostgreSQL's quote_ident does.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))

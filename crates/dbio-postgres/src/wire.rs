@@ -10,6 +10,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,27 +29,40 @@ use crate::conn::Target;
 pub const INT8: Oid = 20;
 pub const TEXT: Oid = 25;
 
-/// An error the server sent: its severity, SQLSTATE and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error the server sent: its severity, SQLSTATE, message and, where it gave them, its
+/// DETAIL, HINT and the position in the statement (protocol "Error and Notice Message
+/// Fields": V/S, C, M, D, H, P).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerError {
     pub severity: String,
     pub code: String,
     pub message: String,
+    /// Boxed: most errors have none, and the error travels in every operation's Result.
+    more: Option<Box<MoreFields>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct MoreFields {
+    detail: Option<String>,
+    hint: Option<String>,
+    position: Option<u32>,
 }
 
 impl std::fmt::Display for ServerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (SQLSTATE {})", self.message, self.code)
+        f.write_str(&crate::error::server_words(
+            &self.message,
+            &self.code,
+            self.position(),
+            self.detail(),
+            self.hint(),
+        ))
     }
 }
 
 impl ServerError {
     fn from_body(body: &ErrorResponseBody) -> ServerError {
-        let mut e = ServerError {
-            severity: String::new(),
-            code: String::new(),
-            message: String::new(),
-        };
+        let mut e = ServerError::default();
         let mut fields = body.fields();
         while let Ok(Some(f)) = fields.next() {
             let v = String::from_utf8_lossy(f.value_bytes()).into_owned();
@@ -57,10 +71,32 @@ impl ServerError {
                 b'S' if e.severity.is_empty() => e.severity = v,
                 b'C' => e.code = v,
                 b'M' => e.message = v,
+                b'D' => e.more_fields().detail = Some(v),
+                b'H' => e.more_fields().hint = Some(v),
+                b'P' => e.more_fields().position = v.parse().ok(),
                 _ => {}
             }
         }
         e
+    }
+
+    fn more_fields(&mut self) -> &mut MoreFields {
+        self.more.get_or_insert_with(Box::default)
+    }
+
+    /// The server's DETAIL, when it sent one.
+    pub fn detail(&self) -> Option<&str> {
+        self.more.as_ref()?.detail.as_deref()
+    }
+
+    /// The server's HINT, when it sent one.
+    pub fn hint(&self) -> Option<&str> {
+        self.more.as_ref()?.hint.as_deref()
+    }
+
+    /// 1-based character position in the statement text, when the server gave one.
+    pub fn position(&self) -> Option<u32> {
+        self.more.as_ref()?.position
     }
 
     /// FATAL or PANIC: the server ends the connection after sending it.
@@ -144,6 +180,31 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Shuts a connection's socket down from another thread: a read blocked on a server that
+/// stopped answering returns at once (end of file). It holds a duplicate of the socket, so
+/// it never touches a descriptor number reused after the connection closed.
+#[derive(Debug)]
+pub struct ShutdownHandle(OwnedFd);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        // SAFETY: shutdown(2) on a descriptor this handle owns; it only changes the socket's
+        // state, and an error (already disconnected) is of no consequence.
+        unsafe {
+            libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR);
         }
     }
 }
@@ -389,6 +450,11 @@ impl WireConn {
 
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
+    }
+
+    /// A handle that shuts this connection's socket down from another thread.
+    pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
+        self.stream.as_fd().try_clone_to_owned().map(ShutdownHandle)
     }
 
     fn send(&mut self) -> Result<(), WireError> {
@@ -638,6 +704,43 @@ impl Drop for WireConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Session errors kept severity, SQLSTATE and message but lost DETAIL and HINT.
+    #[test]
+    fn server_errors_keep_detail_hint_and_position() {
+        let mut fields = Vec::new();
+        for (t, v) in [
+            (b'S', "ERROR"),
+            (b'V', "ERROR"),
+            (b'C', "P0001"),
+            (b'M', "boom"),
+            (b'D', "row 7"),
+            (b'H', "fix the trigger"),
+            (b'P', "12"),
+        ] {
+            fields.push(t);
+            fields.extend_from_slice(v.as_bytes());
+            fields.push(0);
+        }
+        fields.push(0);
+        let mut buf = BytesMut::new();
+        buf.put_u8(b'E');
+        buf.put_u32(4 + fields.len() as u32);
+        buf.put_slice(&fields);
+        let Ok(Some(Message::ErrorResponse(body))) = Message::parse(&mut buf) else {
+            panic!("an ErrorResponse");
+        };
+        let e = ServerError::from_body(&body);
+        assert_eq!((e.code.as_str(), e.message.as_str()), ("P0001", "boom"));
+        assert_eq!(
+            (e.detail(), e.hint(), e.position()),
+            (Some("row 7"), Some("fix the trigger"), Some(12))
+        );
+        assert_eq!(
+            e.to_string(),
+            "boom (SQLSTATE P0001, at character 12); DETAIL: row 7; HINT: fix the trigger"
+        );
+    }
 
     #[test]
     fn answers_are_read_in_place() {
