@@ -9,6 +9,7 @@ pub mod dbstats;
 pub mod device;
 pub mod driver;
 pub mod error;
+pub mod history;
 pub mod ramp;
 pub mod regress;
 pub mod report;
