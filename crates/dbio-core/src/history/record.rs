@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -338,8 +338,9 @@ pub fn parse_document(
                 .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         },
         status,
-        started,
-        finished,
+        // Stores keep microseconds (PostgreSQL's timestamptz), so the record does too.
+        started: started.trunc_subsecs(6),
+        finished: finished.trunc_subsecs(6),
         steps,
         content_sha256,
     })
