@@ -5,6 +5,7 @@ mod bad_input;
 mod calibrate;
 mod collector;
 mod faults;
+mod history;
 mod oracle;
 mod ramp;
 mod run;
