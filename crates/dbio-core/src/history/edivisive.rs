@@ -57,8 +57,8 @@ pub struct Segment {
     pub end: usize,
     pub mean: f64,
     pub sd: f64,
-    /// 95% Student t interval of the mean, with the pooled standard deviation of this
-    /// segment and its neighbour (so one run still has an interval).
+    /// 95% Student t interval of the mean; a segment of one run uses the standard deviation
+    /// pooled with its neighbour, so it still has an interval.
     pub ci95: (f64, f64),
 }
 
@@ -209,8 +209,16 @@ fn measure(
     } else {
         f64::INFINITY
     };
-    let interval = |m: f64, n: f64| {
-        let h = t_crit * pooled_sd / n.sqrt();
+    // A segment's own spread when it has one (Student t, n − 1 df); a single run borrows
+    // the pooled one.
+    let interval = |m: f64, s: f64, n: f64| {
+        let h = if n > 1.0 {
+            StudentsT::new(0.0, 1.0, n - 1.0)
+                .map(|t| t.inverse_cdf(0.975) * (s / (n - 1.0)).sqrt() / n.sqrt())
+                .unwrap_or(f64::INFINITY)
+        } else {
+            t_crit * pooled_sd / n.sqrt()
+        };
         if h.is_finite() {
             (m - h, m + h)
         } else {
@@ -241,14 +249,14 @@ fn measure(
             end: index,
             mean: ma,
             sd: sd(sa, na),
-            ci95: interval(ma, na),
+            ci95: interval(ma, sa, na),
         },
         after: Segment {
             start: index,
             end,
             mean: mb,
             sd: sd(sb, nb),
-            ci95: interval(mb, nb),
+            ci95: interval(mb, sb, nb),
         },
         change: rel(diff),
         change_ci95: if h.is_finite() {
