@@ -83,7 +83,7 @@ fn main() {
         ..CheckOptions::default()
     };
     let mut rng = SmallRng::seed_from_u64(2026);
-    let mut noise = |rng: &mut SmallRng| -> Vec<f64> {
+    let noise = |rng: &mut SmallRng| -> Vec<f64> {
         (0..RUNS)
             .map(|_| 1000.0 * (1.0 + cv * normal(rng)))
             .collect()
