@@ -395,3 +395,27 @@ async fn the_postgresql_store_round_trips_a_result_exactly() {
         .get(0);
     assert_eq!(kept, 1, "the foreign schema is untouched");
 }
+
+// DBIO_HISTORY_STORE exported for `dbio history` made every `dbio run` without --record a usage
+// error, because the store flag required --record even when set from the environment.
+#[test]
+fn an_exported_store_does_not_break_a_run_without_record() {
+    let o = dbio_tests::dbio_env(
+        &[
+            "run",
+            "--dsn",
+            "host=127.0.0.1 port=1 user=postgres",
+            "--run-time",
+            "1s",
+            "-q",
+        ],
+        &[("DBIO_HISTORY_STORE", "/nonexistent/history.sqlite")],
+    );
+    assert_exit(&o, 2);
+    let err = dbio_tests::stderr(&o);
+    assert!(err.contains("cannot connect"), "{err}");
+    // A tag without --record is still a usage error that says what is missing.
+    let o = dbio(&["run", "--tag", "x"]);
+    assert_exit(&o, 2);
+    assert!(dbio_tests::stderr(&o).contains("--record"));
+}

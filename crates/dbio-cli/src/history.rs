@@ -42,13 +42,9 @@ pub struct RecordArgs {
     /// they never pass and never enter a series.
     #[arg(long)]
     pub record: bool,
-    /// Results store for --record: a SQLite file or postgresql://... [default: results/history.sqlite]
-    #[arg(
-        long,
-        value_name = "FILE|URL",
-        env = "DBIO_HISTORY_STORE",
-        requires = "record"
-    )]
+    /// Results store for --record (ignored without it, so $DBIO_HISTORY_STORE may stay set): a
+    /// SQLite file or postgresql://... [default: results/history.sqlite]
+    #[arg(long, value_name = "FILE|URL", env = "DBIO_HISTORY_STORE")]
     pub store: Option<String>,
     /// Build id kept with the record [default: $DBIO_TAG, else $GITHUB_SHA]
     #[arg(long, value_name = "TEXT", requires = "record")]
