@@ -7,6 +7,7 @@ mod collector;
 mod comparability;
 mod dataset;
 mod faults;
+mod history;
 mod oracle;
 mod orphans;
 mod ramp;

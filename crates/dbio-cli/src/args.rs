@@ -102,6 +102,8 @@ pub enum Command {
         sessions: SessionArgs,
         #[command(flatten)]
         run: Box<RunArgs>,
+        #[command(flatten)]
+        record: crate::history::RecordArgs,
     },
 
     /// Run the same workload over a list of reader counts (and optionally writer counts or
@@ -121,6 +123,8 @@ pub enum Command {
         ramp: RampArgs,
         #[command(flatten)]
         run: Box<RunArgs>,
+        #[command(flatten)]
+        record: crate::history::RecordArgs,
     },
 
     /// Put runs or ramps side by side: key figures, % changes against the first input, and
@@ -171,6 +175,16 @@ pub enum Command {
         /// any other difference in what they measure is refused with exit 2.
         #[arg(long, value_name = "FACT", value_delimiter = ',')]
         accept_difference: Vec<String>,
+    },
+
+    /// The results store: record runs and ramps, list and show them, check each series'
+    /// newest runs for change points over its history, and chart the trends.
+    ///
+    /// Store: results/history.sqlite (SQLite), or --store postgresql://... for a team; one
+    /// schema with versioned migrations, documented in docs/REGRESSION.md.
+    History {
+        #[command(subcommand)]
+        action: crate::history::HistoryAction,
     },
 
     /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and

@@ -92,6 +92,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             data,
             sessions,
             run,
+            record,
         } => {
             let mut config = load_config(&common, &data)?;
             sessions.apply(&mut config);
@@ -105,6 +106,11 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             let target = resolve(&config, &common)?;
             let result = run_benchmark(&config, &target, &output).await?;
+            if record.record
+                && let Some(dir) = &result.config.run.out
+            {
+                crate::history::record(dir.join("result.json"), &record).await?;
+            }
             Ok(exit_code(&result))
         }
         Command::Ramp {
@@ -112,6 +118,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             data,
             ramp,
             run,
+            record,
         } => {
             let mut config = load_config(&common, &data)?;
             if config.engine == Engine::Oracle {
@@ -124,9 +131,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             ramp.apply(&mut config);
             run.apply(&mut config);
             config.validate()?;
-            let (result, _) = crate::ramp::ramp(&config, &target, quiet).await?;
+            let (result, dir) = crate::ramp::ramp(&config, &target, quiet).await?;
+            if record.record {
+                crate::history::record(dir.join("ramp.json"), &record).await?;
+            }
             Ok(if result.status == RunStatus::Ok { 0 } else { 1 })
         }
+        Command::History { action } => crate::history::dispatch(action).await,
         Command::Compare {
             inputs,
             format,

@@ -4,6 +4,7 @@
 mod args;
 mod calibrate;
 mod commands;
+mod history;
 mod oracle;
 mod progress;
 mod ramp;

@@ -71,7 +71,21 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// What a trend chart adds to a line chart: a <title> per point, and vertical markers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Marks {
+    /// `titles[i][j]`: the <title> of point j (in the order given) of series i; points
+    /// without one are titled with their series and values.
+    pub titles: Vec<Vec<String>>,
+    /// Dashed vertical lines at these x values (change points), each with its <title>.
+    pub markers: Vec<(f64, String)>,
+}
+
 pub fn render_svg(c: &Chart) -> String {
+    render_svg_marked(c, &Marks::default())
+}
+
+pub fn render_svg_marked(c: &Chart, marks: &Marks) -> String {
     let points: Vec<(f64, f64)> = c
         .series
         .iter()
@@ -180,13 +194,29 @@ pub fn render_svg(c: &Chart) -> String {
         TOP + plot_h / 2.0,
         escape(&c.y_label)
     );
+    for (x, title) in &marks.markers {
+        let _ = writeln!(
+            o,
+            r##"<line class="change-point" x1="{:.1}" y1="{TOP}" x2="{:.1}" y2="{:.1}" stroke="#d62728" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"##,
+            px(*x),
+            px(*x),
+            TOP + plot_h,
+            escape(title)
+        );
+    }
     for (i, s) in c.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut pts = s.points.clone();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let titles = marks.titles.get(i);
+        let mut pts: Vec<((f64, f64), Option<&String>)> = s
+            .points
+            .iter()
+            .enumerate()
+            .map(|(j, p)| (*p, titles.and_then(|t| t.get(j))))
+            .collect();
+        pts.sort_by(|a, b| a.0.0.total_cmp(&b.0.0));
         let path: Vec<String> = pts
             .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1)))
+            .map(|(p, _)| format!("{:.1},{:.1}", px(p.0), py(p.1)))
             .collect();
         let _ = writeln!(
             o,
@@ -194,15 +224,16 @@ pub fn render_svg(c: &Chart) -> String {
             escape(&s.name),
             path.join(" ")
         );
-        for p in &pts {
+        for (p, title) in &pts {
+            let title = match title {
+                Some(t) => escape(t),
+                None => format!("{}: x={} y={}", escape(&s.name), fmt_num(p.0), fmt_num(p.1)),
+            };
             let _ = writeln!(
                 o,
-                r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{}: x={} y={}</title></circle>"#,
+                r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{title}</title></circle>"#,
                 px(p.0),
                 py(p.1),
-                escape(&s.name),
-                fmt_num(p.0),
-                fmt_num(p.1)
             );
         }
         let _ = writeln!(o, "</g>");

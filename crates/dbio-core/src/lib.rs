@@ -9,6 +9,7 @@ pub mod dbstats;
 pub mod device;
 pub mod driver;
 pub mod error;
+pub mod history;
 pub mod interrupt;
 pub mod key_order;
 pub mod output;
