@@ -11,13 +11,13 @@ use dbio_core::dataset::{
     DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, host_ram_bytes,
     judge_size, secs,
 };
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use futures_util::SinkExt;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use tokio::task::JoinSet;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::copy;
@@ -49,7 +49,9 @@ pub async fn setup(
     observer: Arc<dyn LoadObserver>,
 ) -> Result<LoadSummary> {
     let started = Instant::now();
-    let admin = target.connect("dbio-setup").await?;
+    // The loader's pool goes to the server the admin connection settled on.
+    let (admin, pinned) = target.connect_pinned("dbio-setup").await?;
+    let target = &pinned;
     let info = server_info(&admin).await?;
     let plan = DataSetPlan {
         block_size: info.block_size,
@@ -250,13 +252,7 @@ async fn decide(
 }
 
 fn make_pool(target: &Target, size: usize) -> Result<Pool> {
-    let mgr = Manager::from_config(
-        target.pg_config("dbio-loader"),
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let mgr = target.pool_manager("dbio-loader")?;
     Pool::builder(mgr)
         .max_size(size.max(1))
         .build()

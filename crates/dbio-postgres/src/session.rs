@@ -7,7 +7,7 @@ use dbio_core::driver::{Canceller, LoopCounts, LoopSession, OpError, Session};
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
-use crate::wire::{ConnectError, INT8, Param, TEXT, WireConn, WireError};
+use crate::wire::{INT8, Param, TEXT, WireConn, WireError};
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
@@ -72,20 +72,7 @@ fn connect(
     application_name: &str,
     statement_timeout: std::time::Duration,
 ) -> Result<(WireConn, bool)> {
-    let mut conn = WireConn::connect(target, application_name).map_err(|e| match e {
-        ConnectError::Server(s) => target.server_refused(&s.code, &s.message),
-        ConnectError::Io(e)
-            if e.kind() == std::io::ErrorKind::WouldBlock
-                || e.kind() == std::io::ErrorKind::TimedOut =>
-        {
-            PgError::Connect {
-                target: target.redacted(),
-                cause: format!("no answer within {} s", target.connect_timeout.as_secs()),
-                hint: "check the host and port, firewalls, and target.connect_timeout".into(),
-            }
-        }
-        other => target.unreachable(other.to_string()),
-    })?;
+    let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
     if !statement_timeout.is_zero() {
         conn.simple(&format!(
