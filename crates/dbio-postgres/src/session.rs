@@ -7,6 +7,7 @@ use dbio_core::driver::{Canceller, LoopCounts, LoopSession, OpError, Session};
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
+use crate::tls::Negotiated;
 use crate::wire::{INT8, Param, TEXT, WireConn, WireError};
 
 /// How sessions are opened.
@@ -53,6 +54,20 @@ impl PgSession {
             major: opts.major,
             io_timing,
         })
+    }
+}
+
+impl PgSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
+    }
+}
+
+impl PgLoopSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
     }
 }
 
