@@ -4,9 +4,11 @@
 mod bad_input;
 mod calibrate;
 mod collector;
+mod connection;
 mod faults;
 mod oracle;
 mod ramp;
 mod run;
 mod scratch;
 mod setup;
+mod tls;
