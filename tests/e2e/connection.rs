@@ -145,3 +145,32 @@ fn a_password_file_readable_by_others_is_ignored_with_libpqs_warning() {
         stderr(&o)
     );
 }
+
+#[test]
+fn target_session_attrs_are_checked_on_each_server() {
+    let pg = TestCluster::start(16);
+    let dsn = |attrs: &str| {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres target_session_attrs={attrs}",
+            pg.cluster.state.port
+        )
+    };
+    // A primary is read-write and no standby.
+    for attrs in ["any", "read-write", "primary", "prefer-standby"] {
+        assert_exit(&dbio(&["teardown", "--dsn", &dsn(attrs)]), 0);
+    }
+    for (attrs, why) in [
+        ("standby", "server is not in hot standby mode"),
+        ("read-only", "session is not read-only"),
+    ] {
+        let o = dbio(&["teardown", "--dsn", &dsn(attrs)]);
+        assert_exit(&o, 2);
+        assert!(stderr(&o).contains(why), "{attrs}: {}", stderr(&o));
+        // The measured sessions' connections check the same.
+        let target = dbio_postgres::Target::from_dsn(&dsn(attrs)).unwrap();
+        match dbio_postgres::wire::WireConn::open(&target, "dbio-reader-1") {
+            Ok(_) => panic!("a session connected to a primary under target_session_attrs={attrs}"),
+            Err(e) => assert!(e.to_string().contains(why), "{attrs}: {e}"),
+        }
+    }
+}

@@ -586,14 +586,7 @@ impl Target {
                         Err(e) => Err(source_chain(e)),
                     };
                     if let Err(why) = fits {
-                        failures.push((
-                            host.clone(),
-                            PgError::Connect {
-                                target: self.pinned_to(host).redacted(),
-                                cause: why,
-                                hint: String::new(),
-                            },
-                        ));
+                        failures.push((host.clone(), self.attrs_mismatch(host, why)));
                         continue;
                     }
                 }
@@ -603,6 +596,18 @@ impl Target {
             }
         }
         Err(self.all_failed(failures))
+    }
+
+    /// A server that answered but does not fit target_session_attrs.
+    pub(crate) fn attrs_mismatch(&self, host: &HostSpec, why: String) -> PgError {
+        PgError::Connect {
+            target: self.pinned_to(host).redacted(),
+            cause: why,
+            hint: format!(
+                "target_session_attrs={} asks for another kind of server: list one that fits in host, or change target_session_attrs",
+                self.recorded.get("target_session_attrs").unwrap_or("any")
+            ),
+        }
     }
 
     /// One error for a failed host list: the failure itself for one host, every host's

@@ -442,14 +442,7 @@ impl WireConn {
                         Err(e) => Err(e.to_string()),
                     };
                     if let Err(why) = fits {
-                        failures.push((
-                            host.clone(),
-                            PgError::Connect {
-                                target: one.redacted(),
-                                cause: why,
-                                hint: String::new(),
-                            },
-                        ));
+                        failures.push((host.clone(), target.attrs_mismatch(host, why)));
                         continue;
                     }
                 }
