@@ -4,6 +4,7 @@
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
 
 use dbio_tests::{TestCluster, assert_exit, dbio, dbio_env, read_result, stderr};
 
@@ -173,4 +174,49 @@ fn target_session_attrs_are_checked_on_each_server() {
             Err(e) => assert!(e.to_string().contains(why), "{attrs}: {e}"),
         }
     }
+}
+
+#[test]
+fn session_sockets_carry_keepalive_and_cancels_reach_the_connected_server() {
+    let pg = TestCluster::start(16);
+    let live = pg.cluster.state.port;
+    let base = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{live} user=postgres dbname=postgres",
+        dead_port()
+    );
+    // dbio's defaults where the DSN is silent, the DSN's values where it speaks.
+    let open = |extra: &str| {
+        let target = dbio_postgres::Target::from_dsn(&format!("{base} {extra}")).unwrap();
+        match dbio_postgres::wire::WireConn::open(&target, "dbio-reader-1") {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let conn = open("");
+    assert_eq!(
+        conn.tcp_timeouts().unwrap(),
+        Some((Duration::from_secs(30), Some(Duration::from_secs(60))))
+    );
+    let mut conn = open("keepalives_idle=7 tcp_user_timeout=4321");
+    assert_eq!(
+        conn.tcp_timeouts().unwrap(),
+        Some((Duration::from_secs(7), Some(Duration::from_millis(4321))))
+    );
+    // The cancel goes to the second host, the one the session reached.
+    let cancel = conn.cancel_handle();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let e = conn.simple("SELECT pg_sleep(60)").unwrap_err();
+    canceller.join().unwrap();
+    assert!(e.to_string().contains("57014"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // The connection is still usable after the cancel.
+    assert_eq!(conn.simple("SELECT 1").unwrap().as_deref(), Some("1"));
 }

@@ -391,3 +391,34 @@ fn sslmode_require_sends_no_password_to_a_server_without_tls() {
         "the fake server did not record the prefer-mode password"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_session_is_cancelled_over_tls_and_reports_its_cipher() {
+    let server = TlsServer::start().await;
+    let target = dbio_postgres::Target::from_dsn(&server.dsn(&format!(
+        "sslmode=verify-full sslrootcert={}",
+        server.ca.display()
+    )))
+    .unwrap();
+    let mut conn = match dbio_postgres::wire::WireConn::open(&target, "dbio-reader-1") {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    let tls = conn.tls().expect("a TLS session").clone();
+    assert_eq!(tls.protocol, "TLSv1.3");
+    let cancel = conn.cancel_handle();
+    let started = std::time::Instant::now();
+    let e = tokio::task::spawn_blocking(move || {
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            cancel.cancel();
+        });
+        let e = conn.simple("SELECT pg_sleep(60)").unwrap_err();
+        canceller.join().unwrap();
+        e.to_string()
+    })
+    .await
+    .unwrap();
+    assert!(e.contains("57014"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

@@ -571,6 +571,18 @@ impl WireConn {
         self.tls.as_ref()
     }
 
+    /// The socket's keepalive idle time and TCP_USER_TIMEOUT, as the kernel holds them; None
+    /// on a Unix socket.
+    pub fn tcp_timeouts(&self) -> io::Result<Option<(Duration, Option<Duration>)>> {
+        let tcp = match &self.stream {
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => &s.sock,
+            Stream::Unix(_) => return Ok(None),
+        };
+        let sock = socket2::SockRef::from(tcp);
+        Ok(Some((sock.tcp_keepalive_time()?, sock.tcp_user_timeout()?)))
+    }
+
     fn authenticate(
         &mut self,
         target: &Target,
