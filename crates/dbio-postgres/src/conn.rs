@@ -215,10 +215,11 @@ fn split_list(v: &str) -> Vec<String> {
     v.split(',').map(|s| s.trim().to_string()).collect()
 }
 
-/// The keywords that go into the recorded DSN as given (the others are written from the
-/// resolved fields).
+/// The keywords not recorded as given: the host list, port, user and database are written
+/// from the resolved fields, a service's values are recorded in its place, and the password
+/// never.
 const RESOLVED_KEYWORDS: &[&str] = &[
-    "host", "hostaddr", "port", "user", "dbname", "password", "passfile", "service",
+    "host", "hostaddr", "port", "user", "dbname", "password", "service",
 ];
 
 impl Target {
