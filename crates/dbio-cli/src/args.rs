@@ -15,9 +15,11 @@ const LONG_ABOUT: &str =
 block, keys in random physical order, an index on the key), drives reader and writer sessions \
 against them, and reports what the storage under the database delivers.
 
-Connection: --dsn (libpq key=value string or postgresql:// URL), the PG* environment variables \
-(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE) and ~/.pgpass, and target.dsn in \
-the config file. Precedence per setting: flag > environment > config file > default.
+Connection: --dsn (libpq key=value string or postgresql:// URL, every libpq keyword: host lists, \
+sslmode, sslrootcert, options, target_session_attrs, service, ...), the PG* environment variables \
+(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGSSLMODE, PGSERVICE, ...), pg_service.conf and ~/.pgpass, \
+and target.dsn in the config file. Precedence per setting: flag > environment > config file > \
+default. sslmode defaults to prefer, as in libpq.
 
 Sizes take units (64MB, 2GiB, 8192blocks; MB and MiB both mean 1024^2 as in PostgreSQL); \
 durations take units (500ms, 30s, 5m).

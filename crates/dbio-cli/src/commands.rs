@@ -14,7 +14,7 @@ use dbio_core::driver::{
 use dbio_core::output;
 use dbio_core::regress;
 use dbio_core::report;
-use dbio_core::result::{RunContext, RunResult};
+use dbio_core::result::{RunContext, RunResult, SessionTls};
 use dbio_core::summary::read_step_set;
 use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
@@ -22,6 +22,7 @@ use dbio_postgres::collector::{Collected, CollectorOptions, IoTiming, WindowColl
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
 use dbio_postgres::session::{PgLoopSession, PgSession};
+use dbio_postgres::tls::Negotiated;
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
@@ -744,6 +745,17 @@ impl Opened {
             Opened::Server(s) => s.iter().all(|(_, s)| s.io_timing),
         }
     }
+
+    /// TLS on the sessions' connections, for the result.
+    fn tls(&self) -> SessionTls {
+        fn pair(t: Option<&Negotiated>) -> Option<(&str, &str)> {
+            t.map(|n| (n.protocol.as_str(), n.cipher.as_str()))
+        }
+        match self {
+            Opened::Client(s) => SessionTls::of(s.iter().map(|(_, s)| pair(s.tls()))),
+            Opened::Server(s) => SessionTls::of(s.iter().map(|(_, s)| pair(s.tls()))),
+        }
+    }
 }
 
 /// Preflight, sessions, the measured window, result.json and report.txt.
@@ -764,7 +776,7 @@ pub async fn run_benchmark(
     let schema_names = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE).schema_names();
     let r = &config.run;
     let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
-    let pre = interruptible(run::preflight(target, config, &specs), "run").await?;
+    let mut pre = interruptible(run::preflight(target, config, &specs), "run").await?;
     let block_size = pre.info.block_size;
     config.validate_run(block_size)?;
     let workload = Workload::from_config(config, block_size)?;
@@ -818,6 +830,7 @@ pub async fn run_benchmark(
             .await?,
         ),
     };
+    pre.environment.session_tls = Some(opened.tls());
     let timing = if opened.io_timing() {
         IoTiming::On
     } else {

@@ -252,6 +252,7 @@ mod enabled {
             server_version: version,
             server_version_num: 0,
             settings: Default::default(),
+            session_tls: None,
             data_set: DataSetInfo {
                 schemas: plan.schemas,
                 scale_blocks: plan.scale_blocks,

@@ -48,6 +48,16 @@ pub fn render_text(r: &RunResult) -> String {
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
         .collect();
     let _ = writeln!(o, "settings  {}", settings.join(" "));
+    if let Some(t) = &env.session_tls {
+        let line = match (&t.protocol, &t.cipher) {
+            (Some(p), Some(c)) => format!(
+                "{p} {c} ({} of {} sessions)",
+                t.sessions_with_tls, t.sessions
+            ),
+            _ => format!("off: the {} sessions connected in plaintext", t.sessions),
+        };
+        let _ = writeln!(o, "tls       {line}");
+    }
     let ds = &env.data_set;
     let _ = writeln!(
         o,

@@ -62,6 +62,50 @@ pub struct Environment {
     /// the server does not have the setting.
     pub settings: BTreeMap<String, Option<String>>,
     pub data_set: DataSetInfo,
+    /// Whether the measured sessions' connections used TLS, with the protocol and cipher
+    /// suite; null where the engine does not report it (Oracle).
+    #[serde(default)]
+    pub session_tls: Option<SessionTls>,
+}
+
+/// TLS on the measured sessions' connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionTls {
+    /// Every session used TLS.
+    pub used: bool,
+    pub sessions: u32,
+    pub sessions_with_tls: u32,
+    /// `TLSv1.3`, `TLSv1.2`; null when no session used TLS.
+    pub protocol: Option<String>,
+    /// The negotiated cipher suite (IANA name); null when no session used TLS.
+    pub cipher: Option<String>,
+}
+
+impl SessionTls {
+    /// From each session's (protocol, cipher), None for a plaintext session; when sessions
+    /// differ, the first TLS session's are shown.
+    pub fn of<'a>(sessions: impl IntoIterator<Item = Option<(&'a str, &'a str)>>) -> SessionTls {
+        let mut out = SessionTls {
+            used: true,
+            sessions: 0,
+            sessions_with_tls: 0,
+            protocol: None,
+            cipher: None,
+        };
+        for s in sessions {
+            out.sessions += 1;
+            match s {
+                Some((protocol, cipher)) => {
+                    out.sessions_with_tls += 1;
+                    out.protocol.get_or_insert_with(|| protocol.to_string());
+                    out.cipher.get_or_insert_with(|| cipher.to_string());
+                }
+                None => out.used = false,
+            }
+        }
+        out.used &= out.sessions > 0;
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ pub mod check;
 pub mod collector;
 pub mod conn;
 mod copy;
+pub mod dsn;
 pub mod error;
 pub mod loader;
 pub mod maintenance;
@@ -18,6 +19,7 @@ pub mod session;
 pub mod space;
 pub mod sql;
 pub mod teardown;
+pub mod tls;
 pub mod wire;
 
 pub use conn::Target;

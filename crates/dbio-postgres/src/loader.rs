@@ -12,10 +12,10 @@ use dbio_core::dataset::{
     judge_size, secs,
 };
 use dbio_core::key_order::KeyOrder;
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, HookError, Pool};
 use futures_util::SinkExt;
 use tokio::task::JoinSet;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::copy;
@@ -55,7 +55,9 @@ pub async fn setup(
     observer: Arc<dyn LoadObserver>,
 ) -> Result<LoadSummary> {
     let started = Instant::now();
-    let admin = target.connect("dbio-setup").await?;
+    // The loader's pool goes to the server the admin connection settled on.
+    let (admin, pinned) = target.connect_pinned("dbio-setup").await?;
+    let target = &pinned;
     let info = server_info(&admin).await?;
     let plan = DataSetPlan {
         block_size: info.block_size,
@@ -405,13 +407,7 @@ async fn decide(
 }
 
 fn make_pool(target: &Target, size: usize) -> Result<Pool> {
-    let mgr = Manager::from_config(
-        target.pg_config("dbio-loader"),
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let mgr = target.pool_manager("dbio-loader")?;
     Pool::builder(mgr)
         .max_size(size.max(1))
         .post_create(Hook::async_fn(|client, _| {

@@ -97,6 +97,8 @@ pub async fn preflight(
             table_bytes: plan.table_bytes(),
             schemas_used: used.into_iter().map(str::to_string).collect(),
         },
+        // Filled in once the sessions are connected.
+        session_tls: None,
     };
     Ok(Preflight {
         info,

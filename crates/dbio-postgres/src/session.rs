@@ -7,7 +7,8 @@ use dbio_core::driver::{Canceller, LoopCounts, LoopSession, OpError, Session};
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
-use crate::wire::{ConnectError, INT8, Param, TEXT, WireConn, WireError};
+use crate::tls::Negotiated;
+use crate::wire::{INT8, Param, TEXT, WireConn, WireError};
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +58,20 @@ impl PgSession {
     }
 }
 
+impl PgSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
+    }
+}
+
+impl PgLoopSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
+    }
+}
+
 /// What a failed setup step of session `application_name` becomes.
 fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_ {
     move |what, e| PgError::Failed {
@@ -75,20 +90,7 @@ fn connect(
     statement_timeout: std::time::Duration,
     major: i32,
 ) -> Result<(WireConn, bool)> {
-    let mut conn = WireConn::connect(target, application_name).map_err(|e| match e {
-        ConnectError::Server(s) => target.server_refused(&s.code, &s.message),
-        ConnectError::Io(e)
-            if e.kind() == std::io::ErrorKind::WouldBlock
-                || e.kind() == std::io::ErrorKind::TimedOut =>
-        {
-            PgError::Connect {
-                target: target.redacted(),
-                cause: format!("no answer within {} s", target.connect_timeout.as_secs()),
-                hint: "check the host and port, firewalls, and target.connect_timeout".into(),
-            }
-        }
-        other => target.unreachable(other.to_string()),
-    })?;
+    let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
     conn.simple(&sql::session_settings(statement_timeout.as_millis(), major))
         .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;

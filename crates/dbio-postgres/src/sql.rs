@@ -145,6 +145,11 @@ pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int
      has_database_privilege(current_database(), 'CREATE'), current_setting('track_io_timing'), \
      coalesce(current_setting('debug_io_direct', true), '')";
 
+/// What target_session_attrs asks of a server: is it a standby, is the session read-only
+/// (the two facts libpq checks).
+pub const SESSION_STATE: &str = "SELECT pg_catalog.pg_is_in_recovery(), \
+     pg_catalog.current_setting('transaction_read_only')";
+
 /// Schemas by name with their comments (NULL comment = no comment).
 pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
      FROM pg_namespace n WHERE n.nspname = ANY($1::text[])";
