@@ -9,6 +9,7 @@
 //! can be had there). The error a machine without Oracle Instant Client meets is tested with
 //! the real binary.
 
+pub mod loader;
 pub mod metrics;
 pub mod sql;
 
