@@ -614,6 +614,13 @@ impl Session for OraSession {
 /// GV$EVENT_HISTOGRAM_MICRO (needs SELECT on them, e.g. SELECT_CATALOG_ROLE).
 pub fn snapshot(conn: &Connection) -> Result<Snapshot> {
     let ctx = format!("reading the V$ views {CATALOG}");
+    // CON_ID exists from 12.1.
+    let has_con_id = conn
+        .server_version()
+        .map_err(failed("reading the server version"))?
+        .0
+        .major()
+        >= 12;
     let instances = query_all::<(u32, String, String, String)>(conn, &sql::instances(), &ctx)?
         .into_iter()
         .map(
@@ -625,24 +632,26 @@ pub fn snapshot(conn: &Connection) -> Result<Snapshot> {
             },
         )
         .collect();
-    let sysstat = query_all::<(u32, Option<u32>, String, f64)>(conn, &sql::sysstat(), &ctx)?
-        .into_iter()
-        .map(|(inst_id, con_id, name, value)| StatRow {
-            inst_id,
-            con_id: con_id.unwrap_or(0),
-            name,
-            value,
-        })
-        .collect();
-    let time_model = query_all::<(u32, Option<u32>, String, f64)>(conn, &sql::time_model(), &ctx)?
-        .into_iter()
-        .map(|(inst_id, con_id, stat_name, value)| TimeModelRow {
-            inst_id,
-            con_id: con_id.unwrap_or(0),
-            stat_name,
-            value,
-        })
-        .collect();
+    let sysstat =
+        query_all::<(u32, Option<u32>, String, f64)>(conn, &sql::sysstat(has_con_id), &ctx)?
+            .into_iter()
+            .map(|(inst_id, con_id, name, value)| StatRow {
+                inst_id,
+                con_id: con_id.unwrap_or(0),
+                name,
+                value,
+            })
+            .collect();
+    let time_model =
+        query_all::<(u32, Option<u32>, String, f64)>(conn, &sql::time_model(has_con_id), &ctx)?
+            .into_iter()
+            .map(|(inst_id, con_id, stat_name, value)| TimeModelRow {
+                inst_id,
+                con_id: con_id.unwrap_or(0),
+                stat_name,
+                value,
+            })
+            .collect();
     type EventTuple = (
         u32,
         Option<u32>,
@@ -653,7 +662,7 @@ pub fn snapshot(conn: &Connection) -> Result<Snapshot> {
         Option<u64>,
         Option<u64>,
     );
-    let events = query_all::<EventTuple>(conn, &sql::system_event(), &ctx)?
+    let events = query_all::<EventTuple>(conn, &sql::system_event(has_con_id), &ctx)?
         .into_iter()
         .map(
             |(inst_id, con_id, event, wait_class, tw, tm, fw, fm)| EventRow {

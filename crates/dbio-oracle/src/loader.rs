@@ -336,7 +336,7 @@ mod tests {
             steps[3].stmt.text
         );
         let load = &steps[8].stmt;
-        assert_eq!(load.binds[3], ("rows", sql::Value::Int(4096)));
+        assert_eq!(load.binds[3], ("row_count", sql::Value::Int(4096)));
         assert!(
             steps[2].stmt.text.contains("PCTFREE 99")
                 && steps[2].stmt.text.ends_with("TABLESPACE \"BIG16K\"")

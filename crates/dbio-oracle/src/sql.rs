@@ -229,13 +229,13 @@ pub fn load(user: &str, rows: u64) -> Stmt {
              (SELECT (a.n - 1) * :side + b.n AS k \
              FROM (SELECT LEVEL AS n FROM DUAL CONNECT BY LEVEL <= :outer_rows) a \
              CROSS JOIN (SELECT LEVEL AS n FROM DUAL CONNECT BY LEVEL <= :inner_rows) b) \
-             WHERE k <= :rows ORDER BY DBMS_RANDOM.VALUE"
+             WHERE k <= :row_count ORDER BY DBMS_RANDOM.VALUE"
         ),
         vec![
             ("side", Value::Int(side)),
             ("outer_rows", Value::Int(outer.max(1))),
             ("inner_rows", Value::Int(side)),
-            ("rows", Value::Int(rows as i64)),
+            ("row_count", Value::Int(rows as i64)),
         ],
     )
 }
@@ -406,30 +406,38 @@ fn in_list(names: &[&str]) -> String {
         .join(", ")
 }
 
+/// The CON_ID column, or 0 where the views have none (before 12.1: no containers).
+fn con_id(has_con_id: bool) -> &'static str {
+    if has_con_id { "con_id" } else { "0 AS con_id" }
+}
+
 /// V$SYSSTAT rows per instance (GV$ covers RAC) and container: CON_ID 0 is the whole
 /// instance (a non-CDB, or the root); a PDB may see only its own rows.
-pub fn sysstat() -> Stmt {
+pub fn sysstat(has_con_id: bool) -> Stmt {
     Stmt::plain(format!(
-        "SELECT inst_id, con_id, name, value FROM gv$sysstat WHERE name IN ({})",
+        "SELECT inst_id, {}, name, value FROM gv$sysstat WHERE name IN ({})",
+        con_id(has_con_id),
         in_list(SYSSTAT_NAMES)
     ))
 }
 
 /// V$SYS_TIME_MODEL rows per instance and container.
-pub fn time_model() -> Stmt {
+pub fn time_model(has_con_id: bool) -> Stmt {
     Stmt::plain(format!(
-        "SELECT inst_id, con_id, stat_name, value FROM gv$sys_time_model WHERE stat_name IN ({})",
+        "SELECT inst_id, {}, stat_name, value FROM gv$sys_time_model WHERE stat_name IN ({})",
+        con_id(has_con_id),
         in_list(TIME_MODEL_NAMES)
     ))
 }
 
 /// Every non-idle event's waits and time per instance and container, foreground (_FG, 11.1+)
 /// and all; background = all - foreground, as AWR's Background Wait Events.
-pub fn system_event() -> Stmt {
-    Stmt::plain(
-        "SELECT inst_id, con_id, event, wait_class, total_waits, time_waited_micro, \
+pub fn system_event(has_con_id: bool) -> Stmt {
+    Stmt::plain(format!(
+        "SELECT inst_id, {}, event, wait_class, total_waits, time_waited_micro, \
          total_waits_fg, time_waited_micro_fg FROM gv$system_event WHERE wait_class <> 'Idle'",
-    )
+        con_id(has_con_id)
+    ))
 }
 
 /// The instances and when each started: a changed startup time means a restart inside the
@@ -585,9 +593,10 @@ pub(crate) mod tests {
             ("read_range", read_range(u)),
             ("update_range lite", update_range(u, false)),
             ("update_range heavy", update_range(u, true)),
-            ("sysstat", sysstat()),
-            ("time_model", time_model()),
-            ("system_event", system_event()),
+            ("sysstat", sysstat(true)),
+            ("sysstat 11g", sysstat(false)),
+            ("time_model", time_model(true)),
+            ("system_event", system_event(true)),
             ("instances", instances()),
             ("event_histogram", event_histogram()),
             ("has_histogram_micro", has_histogram_micro()),
@@ -620,6 +629,134 @@ pub(crate) mod tests {
             let mut bound: Vec<String> = s.names().iter().map(|n| n.to_string()).collect();
             bound.sort();
             assert_eq!(unique, bound, "{what}: {}", s.text);
+        }
+    }
+
+    /// Oracle SQL reserved words (SQL Language Reference, "Oracle SQL Reserved Words"; also
+    /// V$RESERVED_WORDS with RESERVED = 'Y'). A bind name that is one fails with ORA-01745.
+    const RESERVED: &[&str] = &[
+        "ACCESS",
+        "ADD",
+        "ALL",
+        "ALTER",
+        "AND",
+        "ANY",
+        "AS",
+        "ASC",
+        "AUDIT",
+        "BETWEEN",
+        "BY",
+        "CHAR",
+        "CHECK",
+        "CLUSTER",
+        "COLUMN",
+        "COLUMN_VALUE",
+        "COMMENT",
+        "COMPRESS",
+        "CONNECT",
+        "CREATE",
+        "CURRENT",
+        "DATE",
+        "DECIMAL",
+        "DEFAULT",
+        "DELETE",
+        "DESC",
+        "DISTINCT",
+        "DROP",
+        "ELSE",
+        "EXCLUSIVE",
+        "EXISTS",
+        "FILE",
+        "FLOAT",
+        "FOR",
+        "FROM",
+        "GRANT",
+        "GROUP",
+        "HAVING",
+        "IDENTIFIED",
+        "IMMEDIATE",
+        "IN",
+        "INCREMENT",
+        "INDEX",
+        "INITIAL",
+        "INSERT",
+        "INTEGER",
+        "INTERSECT",
+        "INTO",
+        "IS",
+        "LEVEL",
+        "LIKE",
+        "LOCK",
+        "LONG",
+        "MAXEXTENTS",
+        "MINUS",
+        "MLSLABEL",
+        "MODE",
+        "MODIFY",
+        "NESTED_TABLE_ID",
+        "NOAUDIT",
+        "NOCOMPRESS",
+        "NOT",
+        "NOWAIT",
+        "NULL",
+        "NUMBER",
+        "OF",
+        "OFFLINE",
+        "ON",
+        "ONLINE",
+        "OPTION",
+        "OR",
+        "ORDER",
+        "PCTFREE",
+        "PRIOR",
+        "PUBLIC",
+        "RAW",
+        "RENAME",
+        "RESOURCE",
+        "REVOKE",
+        "ROW",
+        "ROWID",
+        "ROWNUM",
+        "ROWS",
+        "SELECT",
+        "SESSION",
+        "SET",
+        "SHARE",
+        "SIZE",
+        "SMALLINT",
+        "START",
+        "SUCCESSFUL",
+        "SYNONYM",
+        "SYSDATE",
+        "TABLE",
+        "THEN",
+        "TO",
+        "TRIGGER",
+        "UID",
+        "UNION",
+        "UNIQUE",
+        "UPDATE",
+        "USER",
+        "VALIDATE",
+        "VALUES",
+        "VARCHAR",
+        "VARCHAR2",
+        "VIEW",
+        "WHENEVER",
+        "WHERE",
+        "WITH",
+    ];
+
+    // A bind named like a reserved word (`:rows`, `:level`, `:size`) is ORA-01745.
+    #[test]
+    fn no_bind_name_is_a_reserved_word() {
+        for (what, s) in every_statement() {
+            for name in s.names() {
+                assert!(
+                    !RESERVED.contains(&name.to_uppercase().as_str()),
+                    "{what}: :{name} is an Oracle reserved word"
+                );
+            }
         }
     }
 
@@ -738,7 +875,7 @@ pub(crate) mod tests {
         assert!(
             l.text.contains("CROSS JOIN")
                 && l.text
-                    .ends_with("WHERE k <= :rows ORDER BY DBMS_RANDOM.VALUE"),
+                    .ends_with("WHERE k <= :row_count ORDER BY DBMS_RANDOM.VALUE"),
             "{}",
             l.text
         );
@@ -748,7 +885,7 @@ pub(crate) mod tests {
                 ("side", Value::Int(3163)),
                 ("outer_rows", Value::Int(3162)),
                 ("inner_rows", Value::Int(3163)),
-                ("rows", Value::Int(10_000_000)),
+                ("row_count", Value::Int(10_000_000)),
             ]
         );
         // The keys the generator makes are exactly 1..rows, each once, for awkward sizes too.
@@ -768,15 +905,20 @@ pub(crate) mod tests {
 
     #[test]
     fn collector_queries_read_gv_views_per_container() {
-        let s = sysstat().text;
+        assert!(
+            sysstat(false)
+                .text
+                .starts_with("SELECT inst_id, 0 AS con_id, name")
+        );
+        let s = sysstat(true).text;
         assert!(s.starts_with("SELECT inst_id, con_id, name, value FROM gv$sysstat WHERE name IN ('physical read total IO requests', "));
         assert!(s.contains("'physical read IO requests'") && s.contains("'DB time'"));
-        let e = system_event().text;
+        let e = system_event(true).text;
         assert!(
             e.contains("total_waits_fg, time_waited_micro_fg")
                 && e.contains("wait_class <> 'Idle'")
         );
-        assert!(time_model().text.contains("'DB CPU'"));
+        assert!(time_model(true).text.contains("'DB CPU'"));
         assert!(
             event_histogram()
                 .text
