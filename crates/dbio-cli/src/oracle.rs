@@ -156,9 +156,10 @@ mod enabled {
             Some(facts.db_block_size.to_string()),
         );
         for (inst, component, bytes) in &facts.caches {
+            // e.g. inst1.DEFAULT_buffer_cache=134217728 (bytes)
             s.insert(
-                format!("inst{inst}.{component}"),
-                Some(format!("{bytes} bytes")),
+                format!("inst{inst}.{}", component.replace(' ', "_")),
+                Some(bytes.to_string()),
             );
         }
         s
