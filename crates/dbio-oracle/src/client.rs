@@ -18,7 +18,7 @@ use oracle::{Connection, Connector, InitParams, Statement};
 use crate::loader::{self, Container, Mark, Tablespace};
 use crate::metrics::{EventRow, HistRow, InstanceRow, Snapshot, StatRow, TimeModelRow};
 use crate::sql::{self, Stmt, Value};
-use crate::{ConnectString, OracleError, schema_password};
+use crate::{ConnectString, OracleError, schema_password, within};
 
 type Result<T> = std::result::Result<T, OracleError>;
 
@@ -66,10 +66,8 @@ fn init_client() -> Result<()> {
     failure.map_or(Ok(()), Err)
 }
 
-/// Connects as `cs` within `timeouts.connect`; a missing client library becomes the DPI-1047
-/// message. The `oracle` crate's Connector has no connect timeout of its own, so the attempt
-/// runs on its own thread and dbio stops waiting when the time is up (the attempt is then
-/// abandoned; the command fails with exit 2, as an unreachable target does).
+/// Connects as `cs` within `timeouts.connect` (see [`within`]); a missing client library
+/// becomes the DPI-1047 message.
 pub fn connect(
     cs: &ConnectString,
     client_identifier: Option<&str>,
@@ -77,30 +75,13 @@ pub fn connect(
 ) -> Result<Connection> {
     init_client()?;
     let password = cs.password.clone().unwrap_or_default();
-    let (user, target) = (cs.user.clone(), cs.connect.clone());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("dbio-oracle-connect".into())
-        .spawn(move || {
-            let _ = tx.send(Connector::new(&user, &password, &target).connect());
-        })
-        .map_err(|e| OracleError::Failed {
-            context: "starting a connection attempt".into(),
-            message: e.to_string(),
-        })?;
-    let conn = match rx.recv_timeout(timeouts.connect) {
-        Ok(r) => r.map_err(|e| {
-            OracleError::from_client(&format!("connecting to {}", cs.redacted()), e.to_string())
-        })?,
-        Err(_) => {
-            return Err(OracleError::Usage(format!(
-                "connecting to {} did not finish within {:?} (target.connect_timeout): check the \
-                 host, port and service, or raise target.connect_timeout",
-                cs.redacted(),
-                timeouts.connect
-            )));
-        }
-    };
+    let (user, target, shown) = (cs.user.clone(), cs.connect.clone(), cs.redacted());
+    let what = format!("connecting to {shown}");
+    let conn = within(timeouts.connect, &what.clone(), move || {
+        Connector::new(&user, &password, &target)
+            .connect()
+            .map_err(|e| OracleError::from_client(&what, e.to_string()))
+    })?;
     if let Some(id) = client_identifier {
         let tag = |r: oracle::Result<()>| {
             r.map_err(|e| OracleError::from_client("setting MODULE/ACTION", e.to_string()))
