@@ -595,20 +595,18 @@ mod tests {
         (got - report).abs() <= rel * report.abs().max(1e-9)
     }
 
-    fn fg<'a>(w: &'a Window, event: &str) -> &'a WaitRow {
-        w.waits
-            .foreground
-            .iter()
+    fn find<'a>(rows: &'a [WaitRow], event: &str) -> &'a WaitRow {
+        rows.iter()
             .find(|r| r.event == event)
-            .unwrap_or_else(|| panic!("{event} not in {:?}", w.waits.foreground))
+            .unwrap_or_else(|| panic!("{event} not in {rows:?}"))
+    }
+
+    fn fg<'a>(w: &'a Window, event: &str) -> &'a WaitRow {
+        find(&w.waits.foreground, event)
     }
 
     fn bg<'a>(w: &'a Window, event: &str) -> &'a WaitRow {
-        w.waits
-            .background
-            .iter()
-            .find(|r| r.event == event)
-            .unwrap_or_else(|| panic!("{event} not in {:?}", w.waits.background))
+        find(&w.waits.background, event)
     }
 
     /// SLOB's own AWR report (advanced_topics/awr.txt.128 of SLOB 2.5.3.1: 128 sessions,
