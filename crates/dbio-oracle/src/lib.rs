@@ -1,13 +1,15 @@
 //! dbio-oracle: the Oracle backend, SLOB's own database. `sql` builds every statement (SLOB's
 //! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, the V$
-//! collector's queries); `metrics` turns two V$ snapshots into the engine-neutral figures of
-//! result.json; `client` (cargo feature `client`, on by default) runs them through the
-//! `oracle` crate, one OS thread and one connection per session.
+//! collector's queries), each with the names it binds; `loader` decides setup's statements
+//! from the server's facts (container, tablespace, block size); `metrics` turns two V$
+//! snapshots into the engine-neutral figures of result.json; `client` (cargo feature
+//! `client`, on by default) runs them through the `oracle` crate, one OS thread and one
+//! connection per session.
 //!
-//! What has run where: the SQL builders and the V$ arithmetic are unit-tested on composed
-//! fixtures; the client has never run against an Oracle database in this project's CI (none
-//! can be had there). The error a machine without Oracle Instant Client meets is tested with
-//! the real binary.
+//! What has run where: the SQL builders and the V$ arithmetic are unit-tested, the latter on
+//! the totals of a real SLOB AWR report and on composed PDB and RAC fixtures; the client has
+//! never run against an Oracle database in this project's CI (none can be had there). The
+//! error a machine without Oracle Instant Client meets is tested with the real binary.
 
 pub mod loader;
 pub mod metrics;

@@ -117,6 +117,14 @@ pub struct Window {
     pub warnings: Vec<String>,
 }
 
+/// The request counters behind the IOPS: awr_info's (data files) and the totals.
+const IO_REQUESTS: [&str; 4] = [
+    "physical read IO requests",
+    "physical read total IO requests",
+    "physical write IO requests",
+    "physical write total IO requests",
+];
+
 /// 'db file parallel read' above this share of the foreground read wait time draws the
 /// warning.
 pub const PARALLEL_READ_WARN_SHARE: f64 = 0.05;
@@ -280,6 +288,14 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
     let mut counters: BTreeMap<String, f64> = BTreeMap::new();
     for name in crate::sql::SYSSTAT_NAMES {
         counters.insert(format!("gv$sysstat.{name}"), stats.sum(name));
+    }
+    // RAC: each instance's I/O requests too, so its share is traceable in result.json.
+    if ids.len() > 1 {
+        for &id in &ids {
+            for name in IO_REQUESTS {
+                counters.insert(format!("gv$sysstat.inst{id}.{name}"), stats.of(id, name));
+            }
+        }
     }
     for name in crate::sql::TIME_MODEL_NAMES {
         if tm.has(name) {
@@ -859,6 +875,16 @@ mod tests {
             w.instances
         );
         assert!(w.instances[0].read_iops_total > w.instances[0].read_iops);
+        let c = &w.db.counters;
+        assert_eq!(
+            c["gv$sysstat.inst2.physical read IO requests"],
+            39_500.0 * 120.0
+        );
+        assert_eq!(
+            c["gv$sysstat.inst1.physical read IO requests"]
+                + c["gv$sysstat.inst2.physical read IO requests"],
+            c["gv$sysstat.physical read IO requests"]
+        );
         // Foreground waits of both instances, from the _FG columns.
         let seq = fg(&w, "User I/O:db file sequential read");
         assert_eq!(seq.waits, Some(9_480_000 + 9_120_000));
