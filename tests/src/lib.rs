@@ -258,6 +258,15 @@ pub fn pg17_bin() -> Option<PathBuf> {
 // (under CI, where scripts/test.sh installs everything, or with `--include-ignored`): they fail
 // the test saying what is missing and how to get it, never pass it silently.
 
+/// Held by the tests that load the whole host (256 sessions) and by those whose effect, though
+/// large, is judged against a series of runs on this host (history's change points): the two
+/// never overlap, so the second's unchanged runs are not disturbed by the first's load. Other
+/// tests still run beside either.
+pub fn host_load_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Fails the test unless it runs as root.
 pub fn require_root(why: &str) {
     assert!(
