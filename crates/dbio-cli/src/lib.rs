@@ -4,6 +4,8 @@
 mod args;
 mod calibrate;
 mod commands;
+mod effective;
+mod manual;
 mod oracle;
 mod progress;
 mod ramp;

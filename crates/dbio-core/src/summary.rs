@@ -89,6 +89,9 @@ pub struct StepSummary {
     #[serde(default)]
     pub db_to_raw_iops_ratio: Option<f64>,
     pub top_wait: Option<String>,
+    /// The device the device figures are of and the path it holds (`vda at /srv/pg/data`).
+    #[serde(default)]
+    pub storage: Option<String>,
     /// Throughput of every full interval of every repeat (ops/s), for the throughput test.
     pub interval_ops_per_s: Vec<f64>,
     /// Read latency of all repeats merged (HDR V2 + deflate, base64, µs).
@@ -115,7 +118,7 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         |f: &dyn Fn(&RunResult) -> Option<f64>| Stat::of(results.iter().filter_map(f).collect());
     let mut hist = new_histogram();
     let mut intervals = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         if let Ok(h) = decode_histogram(&r.client.read.histogram) {
             let _ = hist.add(&h);
@@ -128,16 +131,24 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
                 .map(|t| t.ops_per_s),
         );
         for w in &r.warnings {
-            let w = if results.len() > 1 {
-                format!("repeat {}: {w}", i + 1)
-            } else {
-                w.clone()
-            };
-            if !warnings.contains(&w) {
-                warnings.push(w);
+            match warnings.iter_mut().find(|(text, _)| text == w) {
+                Some((_, repeats)) => repeats.push(i + 1),
+                None => warnings.push((w.clone(), vec![i + 1])),
             }
         }
     }
+    // Each warning once; the repeats it concerns are named when not all of them.
+    let warnings: Vec<String> = warnings
+        .into_iter()
+        .map(|(w, repeats)| {
+            if repeats.len() == results.len() {
+                w
+            } else {
+                let list: Vec<String> = repeats.iter().map(|k| k.to_string()).collect();
+                format!("(repeat {} of {}) {w}", list.join(", "), results.len())
+            }
+        })
+        .collect();
     let status = results
         .iter()
         .map(|r| r.status)
@@ -166,6 +177,10 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
             .as_ref()
             .and_then(|w| w.foreground.first())
             .map(|w| w.event.clone()),
+        storage: first
+            .device
+            .as_ref()
+            .map(|d| format!("{} at {}", d.device, d.path)),
         interval_ops_per_s: intervals,
         read_histogram: encode_histogram(&hist),
         results: paths,
