@@ -155,6 +155,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 junit.as_deref(),
                 &accept_difference,
                 format,
+                quiet,
             )
         }
         Command::Report { result, format } => crate::ramp::report_cmd(&result, &format),
@@ -290,7 +291,16 @@ async fn setup(
                 .unwrap_or_default()
         );
     }
-    loader::setup(target, &plan, &SetupOptions { force }, observer).await
+    loader::setup(
+        target,
+        &plan,
+        &SetupOptions {
+            force,
+            drop_caches: config.collector.drop_caches,
+        },
+        observer,
+    )
+    .await
 }
 
 async fn teardown_cmd(config: &Config, target: &Target, yes: bool) -> Result<u8, Failure> {
@@ -558,6 +568,7 @@ fn regress_cmd(
     junit: Option<&Path>,
     accepted: &[String],
     format: Format,
+    quiet: bool,
 ) -> Result<u8, Failure> {
     let base = read_step_set(baseline)?;
     let cur = read_step_set(current)?;
@@ -571,7 +582,9 @@ fn regress_cmd(
     }
     if let Some(path) = junit {
         dbio_core::result::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
-        eprintln!("regress: JUnit XML written to {}", path.display());
+        if !quiet {
+            eprintln!("regress: JUnit XML written to {}", path.display());
+        }
     }
     Ok(if rows.iter().any(|r| r.regressed) {
         1
@@ -737,6 +750,9 @@ pub async fn run_benchmark(
     let r = &config.run;
     let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
     let pre = interruptible(run::preflight(target, config, &specs), "run").await?;
+    for n in &pre.notes {
+        output.note(&format!("run: {n}"));
+    }
     let block_size = pre.info.block_size;
     config.validate_run(block_size)?;
     let workload = Workload::from_config(config, block_size)?;

@@ -171,6 +171,16 @@ pub enum RedoStress {
     Heavy,
 }
 
+impl RedoStress {
+    /// The spelling `--redo-stress` and the config file take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedoStress::Lite => "lite",
+            RedoStress::Heavy => "heavy",
+        }
+    }
+}
+
 /// Where the sessions' operation loop runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
