@@ -11,3 +11,4 @@ mod ramp;
 mod run;
 mod scratch;
 mod setup;
+mod workflow;

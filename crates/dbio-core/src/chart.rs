@@ -91,23 +91,20 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
 /// when the range spans fewer than three decades.
 pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let d1 = d1.max(d0 + 1);
     let mults: &[f64] = if d1 - d0 <= 2 {
         &[1.0, 2.0, 5.0]
     } else {
         &[1.0]
     };
+    // From the decade at or below `lo` to the one at or above `hi`, so every value is inside.
     let mut t = Vec::new();
-    for d in d0..=d1 {
+    for d in d0..d1 {
         for m in mults {
-            let v = m * 10f64.powi(d);
-            if v >= lo / 1.0001 && v <= hi * 1.0001 {
-                t.push(v);
-            }
+            t.push(m * 10f64.powi(d));
         }
     }
-    if t.len() < 2 {
-        t = vec![10f64.powi(d0), 10f64.powi(d1.max(d0 + 1))];
-    }
+    t.push(10f64.powi(d1));
     t
 }
 
@@ -122,7 +119,8 @@ pub fn fmt_num(v: f64) -> String {
     } else if a >= 1.0 {
         format!("{v:.1}")
     } else {
-        format!("{v:.2}")
+        let t = format!("{v:.2}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -134,13 +132,22 @@ pub fn unit_of(axis_title: &str) -> &str {
     }
 }
 
-/// True when the panel's positive values span more than [`LOG_SPAN`].
+/// True when the panel's series are of different magnitudes (their largest values more than
+/// [`LOG_SPAN`] apart) and all its values are positive: a log axis shows both. One series, or
+/// a zero among the values, stays linear (a log axis has no 0).
 fn wants_log(c: &Chart) -> bool {
-    let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-    let (lo, hi) = ys
-        .filter(|y| *y > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
-    lo.is_finite() && hi / lo > LOG_SPAN
+    if c.series.len() < 2 || c.series.iter().flat_map(|s| &s.points).any(|p| p.1 <= 0.0) {
+        return false;
+    }
+    let maxima: Vec<f64> = c
+        .series
+        .iter()
+        .filter_map(|s| s.points.iter().map(|p| p.1).reduce(f64::max))
+        .collect();
+    let (lo, hi) = maxima
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(*y), b.max(*y)));
+    lo.is_finite() && lo > 0.0 && hi / lo > LOG_SPAN
 }
 
 /// Keeps ticks whose labels do not overlap the previous kept one (`px` maps a value to x).
@@ -168,7 +175,9 @@ pub fn render_svg(c: &Chart) -> String {
 }
 
 pub fn render_figure(f: &Figure) -> String {
-    let head = if f.subtitle.is_empty() { 34.0 } else { 52.0 };
+    // The subtitle, one line per part, so a long target never runs off the figure.
+    let sub_lines: Vec<&str> = f.subtitle.split("; ").filter(|l| !l.is_empty()).collect();
+    let head = 34.0 + 16.0 * sub_lines.len() as f64;
     let h = head + PANEL_H * f.panels.len().max(1) as f64;
     let mut o = String::new();
     let _ = writeln!(
@@ -185,11 +194,12 @@ pub fn render_figure(f: &Figure) -> String {
         r#"<text class="title" x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
         escape(&f.title)
     );
-    if !f.subtitle.is_empty() {
+    for (i, line) in sub_lines.iter().enumerate() {
         let _ = writeln!(
             o,
-            r##"<text class="subtitle" x="{LEFT}" y="40" font-size="12" fill="#555">{}</text>"##,
-            escape(&f.subtitle)
+            r##"<text class="subtitle" x="{LEFT}" y="{:.1}" font-size="12" fill="#555">{}</text>"##,
+            40.0 + 16.0 * i as f64,
+            escape(line)
         );
     }
     for (i, panel) in f.panels.iter().enumerate() {
@@ -391,8 +401,8 @@ fn render_panel(o: &mut String, c: &Chart) {
                 let _ = writeln!(
                     o,
                     r#"<text class="point-label" x="{:.1}" y="{:.1}" font-size="10" fill="{color}">{}</text>"#,
-                    x + 5.0,
-                    y - 6.0,
+                    x + 7.0,
+                    y - 5.0,
                     escape(label)
                 );
             }

@@ -277,7 +277,10 @@ fn metric_verdicts(names: &[String], rows: &[CompareRow]) -> Vec<String> {
             let of: Vec<&CompareRow> = rows.iter().filter(|r| r.metric == *m).collect();
             let deltas: Vec<f64> = of.iter().filter_map(|r| r.delta_pct[i]).collect();
             if deltas.is_empty() {
-                out.push(format!("{m}: no figure to compare"));
+                out.push(format!(
+                    "{m}: no % change: {}'s figure is 0 or missing at every step",
+                    names[0]
+                ));
                 continue;
             }
             let tested = of.iter().filter(|r| r.tests[i].is_some()).count();
@@ -288,41 +291,27 @@ fn metric_verdicts(names: &[String], rows: &[CompareRow]) -> Vec<String> {
                     (a.min(*d), b.max(*d))
                 });
             let n = of.len();
-            let at = if deltas.len() == 1 && n == 1 {
-                String::new()
-            } else if deltas.iter().all(|d| d.signum() == deltas[0].signum()) {
-                " at every step".into()
-            } else {
-                " depending on the step".into()
-            };
-            let words = |d: f64| {
-                let better = if lower_is_better(m) { d < 0.0 } else { d > 0.0 };
-                let dir = match (lower_is_better(m), d > 0.0) {
+            let every = deltas.len() > 1 || n > 1;
+            let (a, b) = (names[i].as_str(), names[0].as_str());
+            let change = if lo >= 0.0 || hi <= 0.0 {
+                let (x, y) = (lo.abs().min(hi.abs()), lo.abs().max(hi.abs()));
+                let size = if y - x < 0.05 {
+                    format!("{y:.1}%")
+                } else {
+                    format!("{x:.1}-{y:.1}%")
+                };
+                let dir = match (lower_is_better(m), hi > 0.0) {
                     (true, true) => "higher (worse)",
                     (true, false) => "lower (better)",
                     (false, true) => "higher (better)",
                     (false, false) => "lower (worse)",
                 };
-                let _ = better;
-                dir
-            };
-            let range = |a: f64, b: f64| {
-                let (a, b) = (a.abs(), b.abs());
-                let (a, b) = (a.min(b), a.max(b));
-                if (b - a) < 0.05 {
-                    format!("{a:.1}%")
-                } else {
-                    format!("{a:.1}-{b:.1}%")
-                }
-            };
-            let change = if lo >= 0.0 || hi <= 0.0 {
                 format!(
-                    "{} {}",
-                    range(lo, hi),
-                    words(if hi > 0.0 { hi } else { lo })
+                    "{a} is {size} {dir} than {b}{}",
+                    if every { " at every step" } else { "" }
                 )
             } else {
-                format!("{:.1}% to {:+.1}%", lo, hi)
+                format!("{a} differs from {b} by {lo:+.1}% to {hi:+.1}%, depending on the step")
             };
             let test = if tested == 0 {
                 of.iter()
@@ -331,16 +320,23 @@ fn metric_verdicts(names: &[String], rows: &[CompareRow]) -> Vec<String> {
                     .unwrap_or("not tested")
                     .to_string()
             } else if significant == tested && tested == n {
-                "significant".into()
+                if n > 1 {
+                    "significant at every step".into()
+                } else {
+                    "significant".into()
+                }
             } else if significant == 0 {
-                format!("not significant at {} of {n} step(s)", tested)
+                if tested == n && n > 1 {
+                    format!("not significant at any of the {n} steps")
+                } else if n > 1 {
+                    format!("not significant at the {tested} of {n} steps tested")
+                } else {
+                    "not significant".into()
+                }
             } else {
                 format!("significant at {significant} of {n} step(s)")
             };
-            out.push(format!(
-                "{m}: {} is {change} than {}{at}; {test}",
-                names[i], names[0]
-            ));
+            out.push(format!("{m}: {change}; {test}"));
         }
     }
     out
@@ -348,16 +344,13 @@ fn metric_verdicts(names: &[String], rows: &[CompareRow]) -> Vec<String> {
 
 /// An input's warnings, each once, with the steps it applies to.
 fn input_warnings(set: &StepSet) -> Vec<String> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for s in &set.steps {
-        for w in &s.warnings {
-            match out.iter_mut().find(|(t, _)| t == w) {
-                Some((_, steps)) => steps.push(s.step.clone()),
-                None => out.push((w.clone(), vec![s.step.clone()])),
-            }
-        }
-    }
-    out.into_iter()
+    let grouped = crate::summary::group_warnings(set.steps.iter().flat_map(|s| {
+        s.warnings
+            .iter()
+            .map(move |w| (s.step.as_str(), w.as_str()))
+    }));
+    grouped
+        .into_iter()
         .map(|(w, steps)| {
             if set.steps.len() == 1 {
                 w
@@ -369,7 +362,6 @@ fn input_warnings(set: &StepSet) -> Vec<String> {
         })
         .collect()
 }
-
 fn num(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
 }

@@ -191,16 +191,11 @@ pub fn ramp_txt(r: &RampResult) -> String {
 /// Each distinct step warning with the steps it applies to, in first-seen order: the figures
 /// above carry the same caveats as the steps' own reports.
 pub fn step_warnings(r: &RampResult) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for s in &r.steps {
-        for w in &s.warnings {
-            match out.iter_mut().find(|(text, _)| text == w) {
-                Some((_, steps)) => steps.push(s.step.clone()),
-                None => out.push((w.clone(), vec![s.step.clone()])),
-            }
-        }
-    }
-    out
+    crate::summary::group_warnings(r.steps.iter().flat_map(|s| {
+        s.warnings
+            .iter()
+            .map(move |w| (s.step.as_str(), w.as_str()))
+    }))
 }
 
 /// The steps in ramp order, one group per (writers, update_pct) so that each line only
@@ -282,9 +277,10 @@ fn sessions_label(s: &StepSummary) -> String {
     }
 }
 
-/// (file name, figure) for each chart of a ramp. One unit per panel: database and device
-/// I/O requests per second, client operations per second, latency in µs (log axis when
-/// the database's and the client's latencies are decades apart).
+/// (file name, figure) for each chart of a ramp. One unit and one magnitude per panel:
+/// database reads per second, device reads per second (often decades apart, or zero when the
+/// page cache serves the reads, so never on one axis), client operations per second, latency
+/// in µs (log axis when p50 and p99 are decades apart).
 pub fn ramp_charts(r: &RampResult, label: &str) -> Vec<(&'static str, Figure)> {
     let readers = |s: &StepSummary| Some(s.key.readers as f64);
     let steps = &r.steps;
@@ -301,25 +297,26 @@ pub fn ramp_charts(r: &RampResult, label: &str) -> Vec<(&'static str, Figure)> {
         subtitle: subtitle.clone(),
         panels: vec![
             by_readers(
-                "I/O requests: database reads that missed shared_buffers, and the device's reads",
-                "read requests per second (IOPS)",
-                [
-                    series(
-                        "DB read IOPS",
-                        steps,
-                        readers,
-                        |s| s.db_read_iops.clone(),
-                        sessions_label,
-                    ),
-                    series(
-                        "device read IOPS",
-                        steps,
-                        readers,
-                        |s| s.device_read_iops.clone(),
-                        sessions_label,
-                    ),
-                ]
-                .concat(),
+                "database: read requests that missed shared_buffers (its own counters)",
+                "DB read requests per second (IOPS)",
+                series(
+                    "DB read IOPS",
+                    steps,
+                    readers,
+                    |s| s.db_read_iops.clone(),
+                    sessions_label,
+                ),
+            ),
+            by_readers(
+                "device: reads that reached the device under the data (/proc/diskstats)",
+                "device reads per second (IOPS)",
+                series(
+                    "device read IOPS",
+                    steps,
+                    readers,
+                    |s| s.device_read_iops.clone(),
+                    sessions_label,
+                ),
             ),
             by_readers(
                 "client operations (each reads work_unit keys)",

@@ -118,7 +118,7 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         |f: &dyn Fn(&RunResult) -> Option<f64>| Stat::of(results.iter().filter_map(f).collect());
     let mut hist = new_histogram();
     let mut intervals = Vec::new();
-    let mut warnings: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut warnings: Vec<(String, String, Vec<usize>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         if let Ok(h) = decode_histogram(&r.client.read.histogram) {
             let _ = hist.add(&h);
@@ -131,16 +131,17 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
                 .map(|t| t.ops_per_s),
         );
         for w in &r.warnings {
-            match warnings.iter_mut().find(|(text, _)| text == w) {
-                Some((_, repeats)) => repeats.push(i + 1),
-                None => warnings.push((w.clone(), vec![i + 1])),
+            let key = warning_key(w);
+            match warnings.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, repeats)) => repeats.push(i + 1),
+                None => warnings.push((key, w.clone(), vec![i + 1])),
             }
         }
     }
     // Each warning once; the repeats it concerns are named when not all of them.
     let warnings: Vec<String> = warnings
         .into_iter()
-        .map(|(w, repeats)| {
+        .map(|(_, w, repeats)| {
             if repeats.len() == results.len() {
                 w
             } else {
@@ -186,6 +187,68 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         results: paths,
         warnings,
     })
+}
+
+/// A warning with its figures masked: the same caveat with other figures (per repeat, per
+/// step) is the same warning, said once.
+pub fn warning_key(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() || (in_number && (c == '.' || c == ',')) {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A step's warning without its "(repeat 1 of 2) " prefix: across steps, the steps matter
+/// more than which of their repeats.
+fn strip_repeat(w: &str) -> &str {
+    match w.strip_prefix("(repeat ") {
+        Some(rest) => rest.split_once(") ").map(|(_, t)| t).unwrap_or(w),
+        None => w,
+    }
+}
+
+/// Each distinct warning (figures aside) once, with the places it applies to, in first-seen
+/// order; its text is the first occurrence's, marked when the others' figures differ.
+pub fn group_warnings<'a>(
+    items: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, String, Vec<String>, bool)> = Vec::new();
+    for (place, w) in items {
+        let w = strip_repeat(w);
+        let key = warning_key(w);
+        match out.iter_mut().find(|(k, ..)| *k == key) {
+            Some((_, first, places, differs)) => {
+                if !places.iter().any(|p| p == place) {
+                    places.push(place.to_string());
+                }
+                *differs |= first != w;
+            }
+            None => out.push((key, w.to_string(), vec![place.to_string()], false)),
+        }
+    }
+    out.into_iter()
+        .map(|(_, w, places, differs)| {
+            let text = if differs {
+                format!(
+                    "{w} [figures of {}; each run's own in its report.txt]",
+                    places[0]
+                )
+            } else {
+                w
+            };
+            (text, places)
+        })
+        .collect()
 }
 
 /// `ramp.json`: a ramp's steps, self-contained (compare and regress need nothing else).
