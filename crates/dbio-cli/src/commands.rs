@@ -97,6 +97,9 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             if config.engine == Engine::Oracle {
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 let result = crate::oracle::run(&config, admin, &output).await?;
+                if json {
+                    print_json(&result)?;
+                }
                 return Ok(exit_code(&result));
             }
             let target = resolve(&config, &common)?;

@@ -141,6 +141,8 @@ struct Layers {
     before_flags: Config,
     effective: Config,
     flags: Vec<(String, String)>,
+    /// `--dsn`, kept apart from the config (it merges with PG* per parameter).
+    dsn: Option<String>,
 }
 
 fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> {
@@ -152,6 +154,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             before_flags: c.clone(),
             effective: c,
             flags: Vec::new(),
+            dsn: None,
         });
     }
     let argv = std::iter::once("dbio".to_string()).chain(command.iter().cloned());
@@ -176,7 +179,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
         }
         common
     };
-    let (file, before_flags, effective) = match cli.command {
+    let (file, before_flags, effective, dsn) = match cli.command {
         Command::Run {
             common,
             data,
@@ -186,7 +189,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = run_config(&common, &data, &sessions, &run)?;
-            (common.config, before, c)
+            (common.config, before, c, common.dsn)
         }
         Command::Ramp {
             common,
@@ -197,13 +200,13 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = ramp_config(&common, &data, &ramp, &run)?;
-            (common.config, before, c)
+            (common.config, before, c, common.dsn)
         }
         Command::Setup { common, data, .. } | Command::Check { common, data } => {
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = base_config(&common, &data)?;
-            (common.config, before, c)
+            (common.config, before, c, common.dsn)
         }
         _ => {
             return Err(Failure::new(
@@ -219,6 +222,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
         before_flags,
         effective,
         flags,
+        dsn,
     })
 }
 
@@ -242,10 +246,12 @@ pub fn with_sources(
     leaves("", &after, &mut all);
     let pg = pg_environment();
     for (key, mut value) in all {
-        if key == "target.dsn"
-            && let Value::String(dsn) = &value
-        {
-            value = Value::String(redact(dsn));
+        if key == "target.dsn" {
+            if let Some(flag) = &l.dsn {
+                value = Value::String(redact(flag));
+            } else if let Value::String(dsn) = &value {
+                value = Value::String(redact(dsn));
+            }
         }
         let named = l.flags.iter().find(|(k, _)| *k == key).map(|(_, f)| f);
         let source = if let Some(flag) = named {
