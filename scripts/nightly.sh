@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Nightly performance gate: a PostgreSQL to measure ($DBIO_DSN when set; otherwise a
 # container when docker or podman can run one; otherwise a scratch cluster), then
-# `dbio setup`, the nightly ramp, and `dbio regress` against the stored baseline. Keeps every
-# run's results; exits with regress's code (0 ok, 1 regression, 2 bad input).
+# `dbio setup`, the nightly ramp recorded in the results store (`ramp --record`), and
+# `dbio history check`: change points over the series' history from the 8th night, the
+# single-baseline regress against the first night before that. Keeps every run's results;
+# exits with the check's code (0 ok, 1 regression or failed ramp, 2 bad input).
 #
 # Environment:
 #   DBIO_DSN             measure this server instead of starting one
 #   DBIO_NIGHTLY_CONFIG  config file (default configs/nightly.yaml)
 #   DBIO_RESULTS         where runs are kept (default results/nightly)
-#   DBIO_BASELINE        baseline ramp.json (default $DBIO_RESULTS/baseline/ramp.json);
-#                        when it does not exist, this run becomes the baseline
+#   DBIO_HISTORY_STORE   results store (default $DBIO_RESULTS/history.sqlite, or a
+#                        postgresql://... URL); keep it between nights
+#   DBIO_TAG             build id recorded with the night (default $GITHUB_SHA)
 #   DBIO_BIN             the dbio binary to use (default: build target/release/dbio)
 #   DBIO_NIGHTLY_MODE    force "container" or "scratch"
+#   DBIO_PG_MEMORY       container mode: the server container's memory cap (default 256m)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 config=${DBIO_NIGHTLY_CONFIG:-configs/nightly.yaml}
 results=${DBIO_RESULTS:-results/nightly}
-baseline=${DBIO_BASELINE:-$results/baseline/ramp.json}
+store=${DBIO_HISTORY_STORE:-$results/history.sqlite}
 if [ -n "${DBIO_BIN:-}" ]; then
     dbio=$DBIO_BIN
 else
@@ -54,7 +58,8 @@ case $mode in
         ;;
     container)
         engine=$(container_engine) || { echo "nightly: no working docker or podman" >&2; exit 2; }
-        export DBIO_PG_IMAGE DBIO_PG_PORT DBIO_PG_SHARED_BUFFERS DBIO_PG_ARGS DBIO_PG_PASSWORD
+        export DBIO_PG_IMAGE DBIO_PG_PORT DBIO_PG_SHARED_BUFFERS DBIO_PG_ARGS DBIO_PG_PASSWORD DBIO_PG_MEMORY
+        DBIO_PG_MEMORY=${DBIO_PG_MEMORY:-256m}
         DBIO_PG_IMAGE=$(setting container.image)
         DBIO_PG_PORT=$(setting container.port)
         DBIO_PG_SHARED_BUFFERS=$(setting container.shared_buffers)
@@ -93,22 +98,15 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=$results/$stamp
 "$dbio" setup -c "$config" --dsn "$dsn" -q
 ramp_code=0
-"$dbio" ramp -c "$config" --dsn "$dsn" --out "$out" -q || ramp_code=$?
+"$dbio" ramp -c "$config" --dsn "$dsn" --out "$out" -q --record --store "$store" || ramp_code=$?
 if [ ! -f "$out/ramp.json" ]; then
     echo "nightly: the ramp wrote no ramp.json (exit $ramp_code)" >&2
     exit "$ramp_code"
 fi
-if [ ! -f "$baseline" ]; then
-    mkdir -p "$(dirname "$baseline")"
-    cp "$out/ramp.json" "$baseline"
-    # CI reads junit.xml from every run: the first one's checks are against itself.
-    "$dbio" regress -c "$config" --baseline "$baseline" "$out/ramp.json" --junit "$out/junit.xml" -q >/dev/null || true
-    echo "nightly: no baseline yet; $out/ramp.json is now the baseline ($baseline)" >&2
-    exit "$ramp_code"
-fi
 code=0
-"$dbio" regress -c "$config" --baseline "$baseline" "$out/ramp.json" --junit "$out/junit.xml" || code=$?
-echo "nightly: results in $out (regress exit $code)" >&2
+"$dbio" history check -c "$config" --store "$store" --label "$(setting run.label)" \
+    --junit "$out/junit.xml" || code=$?
+echo "nightly: results in $out, recorded in $store (history check exit $code)" >&2
 if [ "$ramp_code" -ne 0 ] && [ "$code" -eq 0 ]; then
     exit "$ramp_code"
 fi

@@ -143,24 +143,88 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
     .await
     .unwrap();
     let dsn = pg.dsn();
-    let out = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "4000blocks",
-        "--tablespace",
-        "small",
-        "-q",
-    ]);
+    let setup_args = |scale: &'static str, force: bool| {
+        let mut a = vec![
+            "setup".to_string(),
+            "--dsn".into(),
+            dsn.clone(),
+            "--schemas".into(),
+            "1".into(),
+            "--scale".into(),
+            scale.into(),
+            "--tablespace".into(),
+            "small".into(),
+            "-q".into(),
+        ];
+        if force {
+            a.push("--force".into());
+        }
+        a
+    };
+    // 32 MB into 12 MB: refused before anything is created.
+    let args = setup_args("4000blocks", false);
+    let out = dbio(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_exit(&out, 2);
+    let line = error_line(&out);
+    assert!(
+        line.contains("does not fit") && line.contains("12.0 MiB free"),
+        "{line}"
+    );
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'user1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "a refused setup created the schema");
+
+    // 9.4 MB fits when checked; the disk fills after the check (the test holds a lock on the
+    // old table that setup --force must drop, fills the disk, then lets it go).
+    let args = setup_args("64blocks", false);
+    assert_exit(
+        &dbio(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+        0,
+    );
+    let mut holder = pg.client().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE user1.cf1 IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let child = Command::new(dbio_bin())
+        .args(setup_args("1200blocks", true))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-%' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "setup never waited for the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Leave under 5 MB free.
+    std::fs::write(path.join("filler"), vec![0u8; 7 << 20]).unwrap();
+    tx.commit().await.unwrap();
+    let out = child.wait_with_output().unwrap();
     assert_exit(&out, 1);
     let line = error_line(&out);
     assert!(
         line.contains("user1") && line.contains("53100") && line.contains("disk is full"),
         "{line}"
     );
+    let _ = std::fs::remove_file(path.join("filler"));
 
     let out = dbio(&[
         "check",
@@ -169,7 +233,7 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
         "--schemas",
         "1",
         "--scale",
-        "4000blocks",
+        "1200blocks",
     ]);
     assert_exit(&out, 1);
     assert!(stdout(&out).contains("load incomplete"), "{}", stdout(&out));

@@ -147,6 +147,8 @@ async fn calibrate_a_file_and_read_it_beside_a_run() {
 #[test]
 #[cfg_attr(dbio_missing_dev_shm, ignore = "needs a /dev/shm tmpfs")]
 fn a_path_without_o_direct_is_refused_clearly() {
+    let dir = disk_dir();
+    let out = dir.path().join("out");
     let path = PathBuf::from(format!("/dev/shm/dbio-calibrate-{}", std::process::id()));
     assert!(
         std::path::Path::new("/dev/shm").is_dir(),
@@ -163,10 +165,16 @@ fn a_path_without_o_direct_is_refused_clearly() {
         "1",
         "--duration",
         "1s",
+        "--out",
+        out.to_str().unwrap(),
         "-q",
     ]);
     let _ = std::fs::remove_file(&path);
     assert_exit(&o, 2);
+    assert!(
+        !out.exists(),
+        "a refused calibration makes no result folder"
+    );
     let e = stderr(&o);
     assert!(
         e.contains("memory filesystem") || e.contains("does not support O_DIRECT"),
@@ -186,6 +194,8 @@ fn writes_to_a_block_device_need_destroy_data() {
     else {
         panic!("this test needs a block device under /sys/block");
     };
+    let dir = disk_dir();
+    let out = dir.path().join("out");
     let o = dbio(&[
         "calibrate",
         "--path",
@@ -196,8 +206,14 @@ fn writes_to_a_block_device_need_destroy_data() {
         "1",
         "--duration",
         "1s",
+        "--out",
+        out.to_str().unwrap(),
         "-q",
     ]);
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("--destroy-data"), "{}", stderr(&o));
+    assert!(
+        !out.exists(),
+        "a refused calibration makes no result folder"
+    );
 }

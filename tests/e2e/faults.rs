@@ -13,7 +13,7 @@ use dbio_tests::{
 };
 use serde_json::Value;
 
-fn spawn(args: &[&str]) -> Child {
+pub(crate) fn spawn(args: &[&str]) -> Child {
     Command::new(dbio_bin())
         .args(args)
         .stdout(Stdio::piped())
@@ -23,7 +23,7 @@ fn spawn(args: &[&str]) -> Child {
 }
 
 /// Waits for `n` measured sessions on the server.
-async fn wait_sessions(c: &tokio_postgres::Client, n: i64) {
+pub(crate) async fn wait_sessions(c: &tokio_postgres::Client, n: i64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let k: i64 = c
@@ -46,7 +46,7 @@ async fn wait_sessions(c: &tokio_postgres::Client, n: i64) {
 }
 
 /// Waits for the child to exit within `limit`, returning its exit code.
-fn wait_exit(child: &mut Child, limit: Duration) -> i32 {
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> i32 {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {

@@ -100,7 +100,7 @@ fn end_to_end_against_a_real_oracle_database() {
             "--writers",
             "1",
             "--update-pct",
-            "10",
+            "30",
             "--run-time",
             "5s",
             "-q",
@@ -114,13 +114,40 @@ fn end_to_end_against_a_real_oracle_database() {
     assert_eq!(r["engine"], "oracle");
     assert_eq!(r["status"], "ok");
     assert!(r["client"]["read"]["count"].as_u64().unwrap() > 0);
+    // Every update binds its columns and range by name: none may fail (they all did when
+    // bound by position).
     assert!(r["client"]["update"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(r["client"]["update"]["errors"], 0, "{}", r["client"]);
+    assert_eq!(r["client"]["read"]["errors"], 0, "{}", r["client"]);
     assert_eq!(r["db"]["valid"], true, "{}", r["db"]);
     assert!(
         r["db"]["counters"]["gv$sysstat.execute count"]
             .as_f64()
             .unwrap()
             > 0.0
+    );
+    assert!(
+        r["db"]["counters"]["gv$sys_time_model.DB CPU"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // Where it ran is recorded in every result; the block size is the tablespace's.
+    let settings = &r["environment"]["settings"];
+    assert!(settings["con_name"].is_string(), "{settings}");
+    assert!(settings["con_id"].is_string(), "{settings}");
+    assert_eq!(
+        r["environment"]["data_set"]["block_size"]
+            .as_u64()
+            .map(|b| b.to_string()),
+        settings["tablespace_block_size"]
+            .as_str()
+            .map(str::to_string)
+    );
+    let report = std::fs::read_to_string(res.join("report.txt")).unwrap();
+    assert!(
+        !report.contains("shared_buffers") && !report.contains("WAL"),
+        "{report}"
     );
     let out = dbio_env(&["teardown", "-c", cfg, "--yes"], &[]);
     assert_exit(&out, 0);

@@ -287,8 +287,8 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
     // The scratch server runs as `postgres` when we are root: the folder must be reachable.
     let _ = Command::new("chmod").arg("755").arg(work.path()).status();
     let config = work.path().join("nightly.yaml");
-    // The latency gate is off: this test is about the nightly's plumbing (baseline, second run,
-    // regress's exit code, JUnit), and a 2 s step's client p99 moved 25-fold between two runs on
+    // The latency gate is off: this test is about the nightly's plumbing (the store, the first
+    // night as the series' baseline, the second night's check and its exit code, JUnit), and a 2 s step's client p99 moved 25-fold between two runs on
     // a busy host (154 µs -> 3,971 µs). Thresholds themselves are unit-tested in regress.rs.
     std::fs::write(
         &config,
@@ -320,20 +320,34 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let first = nightly(1);
-    assert!(first.contains("is now the baseline"), "{first}");
-    assert!(results.join("baseline/ramp.json").is_file());
+    assert!(first.contains("history check exit 0"), "{first}");
+    assert!(
+        results.join("history.sqlite").is_file(),
+        "the night is recorded"
+    );
     let second = nightly(2);
-    assert!(second.contains("regress exit 0"), "{second}");
+    assert!(second.contains("history check exit 0"), "{second}");
     let runs: Vec<_> = std::fs::read_dir(&results)
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name() != "baseline")
+        .filter(|e| e.path().is_dir())
         .collect();
     assert_eq!(runs.len(), 2, "both runs are kept");
     assert!(
         runs.iter().all(|r| r.path().join("junit.xml").is_file()),
-        "every run wrote junit.xml, the first included"
+        "every night writes junit.xml"
     );
+    // Both nights are in the store, one series; before 8 nights regress decides and says so.
+    let list = dbio(&[
+        "history",
+        "list",
+        "--store",
+        results.join("history.sqlite").to_str().unwrap(),
+    ]);
+    assert_exit(&list, 0);
+    assert!(stdout(&list).contains("2 run(s)"), "{}", stdout(&list));
+    let junit = std::fs::read_to_string(runs[0].path().join("junit.xml")).unwrap();
+    assert!(junit.contains("dbio history check"), "{junit}");
     // The scratch server is stopped at the end.
     let status = dbio(&[
         "scratch",

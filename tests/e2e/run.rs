@@ -286,6 +286,8 @@ async fn hot_spot_confines_the_keys_it_is_given() {
         config.path().to_str().unwrap(),
         "--out",
         out_dir.path().to_str().unwrap(),
+        // The second run below replaces the first one's result.
+        "--overwrite",
         "-q",
     ];
     assert_exit(&dbio(&args), 0);

@@ -72,6 +72,14 @@ async fn scratch_start_status_stop_round_trip() {
             .is_err(),
         "server still answers after stop"
     );
+
+    // The folder carries dbio's mark, so starting the stopped cluster again reuses it.
+    assert!(dir.path().join("dbio-scratch.json").is_file());
+    let out = dbio(&["scratch", "start", "--dir", d]);
+    assert_exit(&out, 0);
+    let out = dbio(&["scratch", "status", "--dir", d]);
+    assert!(stdout(&out).starts_with("running"), "{}", stdout(&out));
+    assert_exit(&dbio(&["scratch", "stop", "--dir", d]), 0);
 }
 
 #[test]

@@ -113,10 +113,36 @@ async fn setup_builds_one_row_per_block_frozen_and_indexed() {
             .unwrap()
             .get(0);
         let comment = comment.unwrap_or_default();
-        assert!(
-            comment.starts_with("dbio ") && comment.contains("\"state\":\"complete\""),
+        let mark: serde_json::Value = serde_json::from_str(&comment).unwrap();
+        let m = &mark["dbio"];
+        assert_eq!(m["format"], 1, "{comment}");
+        assert_eq!(m["state"], "complete", "{comment}");
+        assert_eq!(m["prefix"], "user", "{comment}");
+        assert_eq!(
+            m["schema"],
+            if schema == "user1" { 1 } else { 2 },
             "{comment}"
         );
+        assert_eq!(
+            (m["schemas"].clone(), m["scale_blocks"].clone()),
+            (2.into(), 4000.into())
+        );
+        assert_eq!(m["id"].as_str().map(str::len), Some(32), "{comment}");
+        for (kind, relname) in [("pg_class", "cf1"), ("pg_class", "i_cf1")] {
+            let c2: Option<String> = c
+                .query_one(
+                    &format!("SELECT obj_description('{schema}.{relname}'::regclass, '{kind}')"),
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            let object: serde_json::Value = serde_json::from_str(&c2.unwrap_or_default()).unwrap();
+            assert_eq!(
+                object["dbio"]["id"], m["id"],
+                "{schema}.{relname} carries the data set id"
+            );
+        }
     }
 }
 

@@ -160,6 +160,17 @@ pub fn dbio_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         "PGPASSWORD",
         "PGDATABASE",
         "PGPASSFILE",
+        "PGSSLMODE",
+        "PGSSLROOTCERT",
+        "PGSSLCERT",
+        "PGSSLKEY",
+        "PGSERVICE",
+        "PGSERVICEFILE",
+        "PGOPTIONS",
+        "PGAPPNAME",
+        "PGTARGETSESSIONATTRS",
+        "PGCHANNELBINDING",
+        "PGCONNECT_TIMEOUT",
         "DBIO_PG_BIN",
     ] {
         cmd.env_remove(k);

@@ -3,6 +3,10 @@
 //! distribution, large random reads give MB/s. Every I/O is O_DIRECT, so the page cache never
 //! answers. The psync engine keeps `level` I/Os outstanding with `level` threads doing
 //! pread(2)/pwrite(2); the io_uring engine keeps them in flight from one thread.
+//!
+//! Writes never land in data that is not dbio's: `--create` makes a new file (never an
+//! existing one) whose first block is dbio's mark, and only such a file takes writes unless
+//! the user says `--destroy-data`. Any other file or device is measured read-only.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -67,7 +71,7 @@ pub struct CalibrateOptions {
     pub duration: Duration,
     /// Percent of the small I/Os that are writes.
     pub write_pct: u32,
-    /// Writes to a block device destroy its data; required to allow them.
+    /// Allows writes to a block device or to a file dbio did not create, destroying its data.
     pub destroy_data: bool,
     pub engine: Engine,
     pub seed: u64,
@@ -197,35 +201,270 @@ fn open_direct(path: &Path, write: bool) -> Result<File> {
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::EINVAL) {
-                CalibrateError::Usage(format!(
-                    "{} does not support O_DIRECT (tmpfs or another memory filesystem?): calibration must bypass the page cache; use a file on the disk you want to measure",
-                    path.display()
-                ))
+                no_direct(path)
             } else {
                 io_err(path, e)
             }
         })
 }
 
-/// Writes `size` bytes of real (not sparse, not zero) data, with O_DIRECT.
-fn create_file(path: &Path, size: u64, seed: u64) -> Result<()> {
+fn no_direct(path: &Path) -> CalibrateError {
+    CalibrateError::Usage(format!(
+        "{} does not support O_DIRECT (tmpfs or another memory filesystem?): calibration must bypass the page cache; use a file on the disk you want to measure",
+        path.display()
+    ))
+}
+
+/// The first block of a file that `--create` made: this line, then one JSON line
+/// ([`FileMark`]), then zeros. A user's file does not start so by accident, and the I/Os never
+/// touch this block, so the mark stays for as long as the file does.
+const MARK_MAGIC: &[u8] = b"dbio calibration file: created by `dbio calibrate --create`; measured I/O may overwrite everything after this block\n";
+const MARK_KIND: &str = "dbio-calibration-file";
+const MARK_BYTES: u64 = ALIGN as u64;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct FileMark {
+    /// Always [`MARK_KIND`].
+    kind: String,
+    format: u32,
+    size_bytes: u64,
+    created_at: String,
+    dbio_version: String,
+}
+
+impl FileMark {
+    fn block(size_bytes: u64) -> AlignedBuf {
+        let mark = FileMark {
+            kind: MARK_KIND.into(),
+            format: 1,
+            size_bytes,
+            created_at: chrono::Utc::now().to_rfc3339(),
+            dbio_version: env!("CARGO_PKG_VERSION").into(),
+        };
+        let mut text = MARK_MAGIC.to_vec();
+        text.extend(serde_json::to_vec(&mark).unwrap_or_default());
+        text.push(b'\n');
+        let mut buf = AlignedBuf::new(MARK_BYTES as usize);
+        let n = text.len().min(buf.len);
+        buf.as_mut_slice()[..n].copy_from_slice(&text[..n]);
+        buf
+    }
+
+    /// The mark in a file's first block, if it is one.
+    fn parse(block: &[u8]) -> Option<FileMark> {
+        let rest = block.strip_prefix(MARK_MAGIC)?;
+        let line = &rest[..rest.iter().position(|&b| b == b'\n')?];
+        let mark: FileMark = serde_json::from_slice(line).ok()?;
+        (mark.kind == MARK_KIND).then_some(mark)
+    }
+
+    /// Reads the mark of the file at `path` (a plain read of its first block).
+    fn read(path: &Path) -> Result<Option<FileMark>> {
+        let f = File::open(path).map_err(|e| io_err(path, e))?;
+        let mut block = vec![0u8; MARK_BYTES as usize];
+        let mut n = 0;
+        while n < block.len() {
+            match f.read_at(&mut block[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) => return Err(io_err(path, e)),
+            }
+        }
+        Ok(FileMark::parse(&block[..n]))
+    }
+
+    /// Reads the mark through the descriptor the measurement uses (O_DIRECT), so the file
+    /// that takes the writes is the one that was checked.
+    fn read_direct(f: &File, path: &Path) -> Result<Option<FileMark>> {
+        let mut buf = AlignedBuf::new(MARK_BYTES as usize);
+        f.read_exact_at(buf.as_mut_slice(), 0)
+            .map_err(|e| io_err(path, e))?;
+        Ok(FileMark::parse(buf.as_slice()))
+    }
+}
+
+/// What the path holds, and so what calibrate may do with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Nothing there yet: `--create` makes dbio's own file of this many bytes.
+    New { size: u64 },
+    /// A file `--create` made earlier (its first block is dbio's mark): used as it is, and it
+    /// may take writes.
+    Own,
+    /// A block device: read-only unless --destroy-data.
+    Device,
+    /// Any other regular file: read-only unless --destroy-data.
+    Foreign,
+}
+
+impl Target {
+    /// Where the measured I/Os start: after the mark in dbio's own files.
+    fn base(self) -> u64 {
+        match self {
+            Target::New { .. } | Target::Own => MARK_BYTES,
+            Target::Device | Target::Foreign => 0,
+        }
+    }
+}
+
+/// Decides what may be done with `o.path` without changing anything; every refusal is a
+/// usage error that names the way out.
+fn inspect(o: &CalibrateOptions) -> Result<Target> {
+    let path = &o.path;
+    let writes = o.write_pct > 0;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !o.create {
+                return Err(CalibrateError::Usage(format!(
+                    "{} does not exist; add --create --size SIZE to make a file there",
+                    path.display()
+                )));
+            }
+            let size = o.size.ok_or_else(|| {
+                CalibrateError::Usage("--create needs --size (how big a file to write)".into())
+            })?;
+            refuse_memory_fs(path)?;
+            return Ok(Target::New { size });
+        }
+        Err(e) => return Err(io_err(path, e)),
+    };
+    if meta.file_type().is_block_device() {
+        if o.create {
+            return Err(CalibrateError::Usage(
+                "--create makes a file; a block device already exists".into(),
+            ));
+        }
+        if writes && !o.destroy_data {
+            return Err(CalibrateError::Usage(format!(
+                "{} is a block device: writes would destroy its data; add --destroy-data if that is what you want, or measure it read-only with --write-pct 0",
+                path.display()
+            )));
+        }
+        return Ok(Target::Device);
+    }
+    if !meta.is_file() {
+        return Err(CalibrateError::Usage(format!(
+            "{} is neither a regular file nor a block device; give a file (new with --create --size) or a device",
+            path.display()
+        )));
+    }
+    refuse_memory_fs(path)?;
+    if let Some(mark) = FileMark::read(path)? {
+        if o.create
+            && let Some(size) = o.size
+            && size > meta.len()
+        {
+            return Err(CalibrateError::Usage(format!(
+                "{} is a calibration file dbio created earlier ({} bytes, on {}), smaller than --size {size}; --create never refills a file: remove it to make a bigger one, or leave out --size to use it as it is",
+                path.display(),
+                meta.len(),
+                mark.created_at
+            )));
+        }
+        return Ok(Target::Own);
+    }
+    if o.create {
+        return Err(CalibrateError::Usage(format!(
+            "{} already exists and is not a calibration file dbio created: --create never replaces a file; choose a new path, or leave out --create to measure this file read-only (--write-pct 0)",
+            path.display()
+        )));
+    }
+    if writes && !o.destroy_data {
+        return Err(CalibrateError::Usage(format!(
+            "{} is not a calibration file dbio created: writes would damage its content; measure it read-only (--write-pct 0), make a new file with --create --size, or add --destroy-data if its content may be destroyed",
+            path.display()
+        )));
+    }
+    Ok(Target::Foreign)
+}
+
+/// Checks the options and what the path holds, changing nothing (the CLI calls it before it
+/// makes the result folder).
+pub fn preflight(o: &CalibrateOptions) -> Result<()> {
+    validate(o)?;
+    inspect(o).map(|_| ())
+}
+
+/// Makes a new file (never an existing one: O_CREAT | O_EXCL) of `size` bytes: dbio's mark
+/// in the first block, then real (not sparse, not zero) data, written with O_DIRECT.
+/// Returns it open for reads and writes with O_DIRECT; a failed fill removes the file.
+fn create_file(path: &Path, size: u64, seed: u64) -> Result<File> {
     if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
     {
         std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
     }
-    // Create it plainly first: O_DIRECT with O_CREAT fails on some filesystems.
-    File::create(path).map_err(|e| io_err(path, e))?;
-    let f = open_direct(path, true)?;
-    let chunk = 1 << 20;
-    let mut buf = AlignedBuf::new(chunk);
+    // Created plainly, then switched to O_DIRECT: O_DIRECT with O_CREAT fails on some
+    // filesystems, and reopening by name would let the name be swapped in between.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                CalibrateError::Usage(format!(
+                    "{} appeared while dbio was about to create it; --create never replaces a file: choose a new path",
+                    path.display()
+                ))
+            } else {
+                io_err(path, e)
+            }
+        })?;
+    let filled = set_direct(&f, path).and_then(|()| fill(&f, path, size, seed));
+    if let Err(e) = filled {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(f)
+}
+
+/// Turns O_DIRECT on for an open file (fcntl F_SETFL; Linux allows it).
+fn set_direct(f: &File, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor this File owns; F_GETFL/F_SETFL take and return ints.
+    let rc = unsafe {
+        let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 {
+            flags
+        } else {
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags | libc::O_DIRECT)
+        }
+    };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            return Err(no_direct(path));
+        }
+        return Err(io_err(path, e));
+    }
+    Ok(())
+}
+
+/// The mark, then data up to `size` (rounded up to 4096 bytes), then fsync.
+fn fill(f: &File, path: &Path, size: u64, seed: u64) -> Result<()> {
+    let size = size.div_ceil(ALIGN as u64) * ALIGN as u64;
+    let direct_err = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            no_direct(path)
+        } else {
+            io_err(path, e)
+        }
+    };
+    f.write_all_at(FileMark::block(size).as_slice(), 0)
+        .map_err(direct_err)?;
+    let chunk = 1u64 << 20;
+    let mut buf = AlignedBuf::new(chunk as usize);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut off = 0u64;
+    let mut off = MARK_BYTES;
     while off < size {
-        rng.fill(buf.as_mut_slice());
-        f.write_all_at(buf.as_slice(), off)
-            .map_err(|e| io_err(path, e))?;
-        off += chunk as u64;
+        let n = chunk.min(size - off) as usize;
+        rng.fill(&mut buf.as_mut_slice()[..n]);
+        f.write_all_at(&buf.as_slice()[..n], off)
+            .map_err(direct_err)?;
+        off += n as u64;
     }
     f.sync_all().map_err(|e| io_err(path, e))
 }
@@ -278,49 +517,46 @@ fn validate(o: &CalibrateOptions) -> Result<()> {
 /// Measures every level; `progress` is told about each point as it starts.
 pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibration> {
     validate(o)?;
-    let meta = std::fs::metadata(&o.path).ok();
-    let is_block = meta
-        .as_ref()
-        .is_some_and(|m| m.file_type().is_block_device());
-    if is_block && o.write_pct > 0 && !o.destroy_data {
-        return Err(CalibrateError::Usage(format!(
-            "{} is a block device: writes would destroy its data; add --destroy-data if that is what you want",
-            o.path.display()
-        )));
-    }
-    if !is_block {
-        refuse_memory_fs(&o.path)?;
-    }
-    if is_block && o.create {
-        return Err(CalibrateError::Usage(
-            "--create makes a file; a block device already exists".into(),
-        ));
-    }
-    if o.create {
-        let size = o.size.ok_or_else(|| {
-            CalibrateError::Usage("--create needs --size (how big a file to write)".into())
-        })?;
-        progress(&format!(
-            "writing {} MiB of data to {}",
-            size >> 20,
-            o.path.display()
-        ));
-        create_file(&o.path, size, o.seed)?;
-    } else if meta.is_none() {
-        return Err(CalibrateError::Usage(format!(
-            "{} does not exist; add --create --size SIZE to make a file there",
-            o.path.display()
-        )));
-    }
-    let f = open_direct(&o.path, o.write_pct > 0)?;
+    let target = inspect(o)?;
+    let writes = o.write_pct > 0;
+    let f = match target {
+        Target::New { size } => {
+            progress(&format!(
+                "writing {} MiB of data to the new file {}",
+                size >> 20,
+                o.path.display()
+            ));
+            create_file(&o.path, size, o.seed)?
+        }
+        Target::Own => {
+            if o.create {
+                progress(&format!(
+                    "{} is a calibration file dbio created earlier: using it as it is",
+                    o.path.display()
+                ));
+            }
+            let f = open_direct(&o.path, writes)?;
+            if writes && FileMark::read_direct(&f, &o.path)?.is_none() {
+                return Err(CalibrateError::Usage(format!(
+                    "{} changed while dbio opened it and is no longer a calibration file dbio created; nothing was written",
+                    o.path.display()
+                )));
+            }
+            f
+        }
+        Target::Device | Target::Foreign => open_direct(&o.path, writes)?,
+    };
+    let is_block = target == Target::Device;
     let full = size_of(&o.path, &f, is_block)?;
     let size = o.size.map(|s| s.min(full)).unwrap_or(full);
-    if size < o.large.max(o.block) * 16 {
+    let base = target.base();
+    let region = size.saturating_sub(base);
+    if region < o.large.max(o.block) * 16 {
         return Err(CalibrateError::Usage(format!(
             "{} holds {size} bytes: too small for {}-byte I/Os; use --size of at least {} bytes",
             o.path.display(),
             o.large,
-            o.large * 16
+            o.large * 16 + base
         )));
     }
     let mut points = Vec::new();
@@ -330,11 +566,14 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
             o.block >> 10,
             o.duration
         ));
+        let region = Region { base, len: region };
         let run = |bytes: u64, write_pct: u32, seed: u64| match o.engine {
-            Engine::Psync => measure(&f, &o.path, size, bytes, level, o.duration, write_pct, seed),
-            Engine::IoUring => {
-                measure_uring(&f, &o.path, size, bytes, level, o.duration, write_pct, seed)
-            }
+            Engine::Psync => measure(
+                &f, &o.path, region, bytes, level, o.duration, write_pct, seed,
+            ),
+            Engine::IoUring => measure_uring(
+                &f, &o.path, region, bytes, level, o.duration, write_pct, seed,
+            ),
         };
         let small = run(o.block, o.write_pct, o.seed)?;
         progress(&format!(
@@ -373,6 +612,20 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
     })
 }
 
+/// The bytes the I/Os may touch: `len` bytes from offset `base`.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    base: u64,
+    len: u64,
+}
+
+impl Region {
+    /// A random offset of an I/O of `bytes`, aligned to `bytes` from the region's start.
+    fn offset(self, rng: &mut SmallRng, bytes: u64) -> u64 {
+        self.base + rng.random_range(0..self.len / bytes) * bytes
+    }
+}
+
 struct Measured {
     ops: u64,
     seconds: f64,
@@ -384,14 +637,13 @@ struct Measured {
 fn measure(
     f: &File,
     path: &Path,
-    size: u64,
+    region: Region,
     bytes: u64,
     level: u32,
     duration: Duration,
     write_pct: u32,
     seed: u64,
 ) -> Result<Measured> {
-    let slots = size / bytes;
     let start = Instant::now();
     let deadline = start + duration;
     let results: Vec<std::result::Result<(u64, Histogram<u64>), String>> =
@@ -405,7 +657,7 @@ fn measure(
                         let mut hist = new_histogram();
                         let mut ops = 0u64;
                         while Instant::now() < deadline {
-                            let off = rng.random_range(0..slots) * bytes;
+                            let off = region.offset(&mut rng, bytes);
                             let write = write_pct > 0 && rng.random_range(0..100u32) < write_pct;
                             let t0 = Instant::now();
                             let r = if write {
@@ -450,7 +702,7 @@ fn measure(
 fn measure_uring(
     f: &File,
     path: &Path,
-    size: u64,
+    region: Region,
     bytes: u64,
     level: u32,
     duration: Duration,
@@ -469,7 +721,6 @@ fn measure_uring(
         ))
     })?;
     let fd = types::Fd(f.as_raw_fd());
-    let slots = size / bytes;
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut bufs: Vec<AlignedBuf> = (0..level)
         .map(|_| AlignedBuf::new(bytes as usize))
@@ -485,7 +736,7 @@ fn measure_uring(
                       bufs: &mut [AlignedBuf],
                       started: &mut [Instant]|
      -> Result<()> {
-        let off = rng.random_range(0..slots) * bytes;
+        let off = region.offset(&mut rng, bytes);
         let write = write_pct > 0 && rng.random_range(0..100u32) < write_pct;
         let buf = &mut bufs[slot];
         let entry = if write {
@@ -724,6 +975,22 @@ mod tests {
                 .to_string()
                 .contains("--create")
         );
+    }
+
+    #[test]
+    fn only_a_whole_mark_is_dbio_s() {
+        let block = FileMark::block(1 << 20);
+        let mark = FileMark::parse(block.as_slice()).expect("a mark");
+        assert_eq!((mark.kind.as_str(), mark.size_bytes), (MARK_KIND, 1 << 20));
+        // The magic line alone, another kind, or a file that merely starts alike is not.
+        assert_eq!(FileMark::parse(MARK_MAGIC), None);
+        let mut other = MARK_MAGIC.to_vec();
+        other
+            .extend(br#"{"kind":"x","format":1,"size_bytes":1,"created_at":"","dbio_version":""}"#);
+        other.push(b'\n');
+        assert_eq!(FileMark::parse(&other), None);
+        assert_eq!(FileMark::parse(b"dbio calibration file\n{}\n"), None);
+        assert_eq!(FileMark::parse(&[0u8; 4096]), None);
     }
 
     #[test]

@@ -15,9 +15,11 @@ const LONG_ABOUT: &str =
 block, keys in random physical order, an index on the key), drives reader and writer sessions \
 against them, and reports what the storage under the database delivers.
 
-Connection: --dsn (libpq key=value string or postgresql:// URL), the PG* environment variables \
-(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE) and ~/.pgpass, and target.dsn in \
-the config file. Precedence per setting: flag > environment > config file > default.
+Connection: --dsn (libpq key=value string or postgresql:// URL, every libpq keyword: host lists, \
+sslmode, sslrootcert, options, target_session_attrs, service, ...), the PG* environment variables \
+(PGHOST, PGPORT, PGUSER, PGPASSWORD, PGSSLMODE, PGSERVICE, ...), pg_service.conf and ~/.pgpass, \
+and target.dsn in the config file. Precedence per setting: flag > environment > config file > \
+default. sslmode defaults to prefer, as in libpq.
 
 Sizes take units (64MB, 2GiB, 8192blocks; MB and MiB both mean 1024^2 as in PostgreSQL); \
 durations take units (500ms, 30s, 5m).
@@ -55,6 +57,10 @@ pub enum Command {
         /// Rebuild dbio's schemas even when they are complete (never touches other objects).
         #[arg(long)]
         force: bool,
+        /// When rebuilding, also drop the objects you made on dbio's tables (an index, a
+        /// trigger, a view on cf1); without it they stop setup before anything changes.
+        #[arg(long)]
+        drop_dependents: bool,
     },
 
     /// Verify the data set: rows = scale, one row per block, index valid and used, vacuumed
@@ -66,8 +72,10 @@ pub enum Command {
         data: DataArgs,
     },
 
-    /// Drop dbio's schemas (only objects dbio marked as its own). Without --yes, list what
-    /// would be dropped and exit 1.
+    /// Drop one data set: the schemas whose dbio mark names --prefix (only objects dbio marked
+    /// as its own). Without --yes, list what would be dropped and exit 1. Objects you made on
+    /// dbio's tables (an index, a trigger, a view on cf1) stop it unless --drop-dependents; a
+    /// schema holding other objects of yours stays, without dbio's mark.
     Teardown {
         #[command(flatten)]
         common: CommonArgs,
@@ -77,6 +85,9 @@ pub enum Command {
         /// Really drop.
         #[arg(long)]
         yes: bool,
+        /// Also drop the objects you made on dbio's tables (DROP TABLE ... CASCADE).
+        #[arg(long)]
+        drop_dependents: bool,
     },
 
     /// Drive reader and writer sessions against the data set and measure them.
@@ -96,6 +107,8 @@ pub enum Command {
         sessions: SessionArgs,
         #[command(flatten)]
         run: Box<RunArgs>,
+        #[command(flatten)]
+        record: crate::history::RecordArgs,
     },
 
     /// Run the same workload over a list of reader counts (and optionally writer counts or
@@ -115,6 +128,8 @@ pub enum Command {
         ramp: RampArgs,
         #[command(flatten)]
         run: Box<RunArgs>,
+        #[command(flatten)]
+        record: crate::history::RecordArgs,
     },
 
     /// Put runs or ramps side by side: key figures, % changes against the first input, and
@@ -170,6 +185,16 @@ pub enum Command {
         format: Format,
     },
 
+    /// The results store: record runs and ramps, list and show them, check each series'
+    /// newest runs for change points over its history, and chart the trends.
+    ///
+    /// Store: results/history.sqlite (SQLite), or --store postgresql://... for a team; one
+    /// schema with versioned migrations, documented in docs/REGRESSION.md.
+    History {
+        #[command(subcommand)]
+        action: crate::history::HistoryAction,
+    },
+
     /// Re-render a result.json or a ramp.json (or a folder holding one): text (report.txt or
     /// ramp.txt), json (the document), csv (the awr_info line of a run; ramp.csv of a ramp)
     /// or html (a ramp's report.html, charts inline).
@@ -196,7 +221,9 @@ pub enum Command {
         /// Size to create, or how much of the file or device to use.
         #[arg(long, value_name = "SIZE")]
         size: Option<SizeSpec>,
-        /// Create the file with real (non-sparse) data first; needs --size.
+        /// Create a new file with real (non-sparse) data first; needs --size. Never replaces a
+        /// file: an existing one is refused, unless it is a calibration file dbio created,
+        /// which is used as it is.
         #[arg(long)]
         create: bool,
         /// Small I/O size.
@@ -219,16 +246,20 @@ pub enum Command {
         /// Percent of small I/Os that are writes (default none).
         #[arg(long, value_name = "P", default_value = "0")]
         write_pct: u32,
-        /// Allow writes to a block device, destroying its data.
+        /// Allow writes (--write-pct) to a block device or to a file that `--create` did not
+        /// make, destroying its data. Without it only dbio's own calibration file takes writes.
         #[arg(long)]
         destroy_data: bool,
         /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite) or io_uring (one
         /// thread keeping the I/Os in flight).
         #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync", "io_uring"])]
         engine: String,
-        /// Result folder.
+        /// Result folder, new or empty (default results/<UTC timestamp>-calibrate/).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Write into a result folder that already holds files, replacing those of the same name.
+        #[arg(long)]
+        overwrite: bool,
     },
 
     /// Print the effective configuration with the source of every value (flag, environment,
@@ -388,9 +419,12 @@ pub struct RunArgs {
     /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// Result folder [config: run.out; default results/<UTC timestamp>-<label>/]
+    /// Result folder, new or empty [config: run.out; default results/<UTC timestamp>-<label>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write into a result folder that already holds files, replacing those of the same name [config: run.overwrite]
+    #[arg(long)]
+    pub overwrite: bool,
     /// Label of the run, in the result and the folder name [config: run.label]
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
@@ -547,6 +581,9 @@ impl RunArgs {
         }
         if let Some(v) = &self.out {
             r.out = Some(v.clone());
+        }
+        if self.overwrite {
+            r.overwrite = true;
         }
         if let Some(v) = &self.label {
             r.label = Some(v.clone());

@@ -6,23 +6,20 @@ use std::path::PathBuf;
 use dbio_calibrate::{CalibrateOptions, Calibration};
 use dbio_core::chart::{Chart, Series, render_svg};
 use dbio_core::dbstats::CalibrationCompare;
-use dbio_core::result::write_atomic;
 
 use crate::Failure;
-use crate::commands::default_out_dir;
+use crate::commands::write_results;
 
+/// Checks the options and the path (nothing changed yet), makes the result folder, measures,
+/// and writes the files.
 pub fn calibrate_cmd(
     opts: &CalibrateOptions,
     out: Option<PathBuf>,
+    overwrite: bool,
     quiet: bool,
 ) -> Result<u8, Failure> {
-    let dir = out.unwrap_or_else(|| default_out_dir(Some("calibrate")));
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the result folder {}: {e}", dir.display()),
-        )
-    })?;
+    dbio_calibrate::preflight(opts)?;
+    let dir = dbio_core::output::result_dir(out.as_deref(), "calibrate", overwrite)?;
     let progress = |text: &str| {
         if !quiet {
             eprintln!("calibrate: {text}");
@@ -70,19 +67,21 @@ pub fn calibrate_cmd(
         )],
     );
     let summary = c.summary();
-    for (name, body) in [
-        ("summary.txt", summary.as_str()),
-        ("iops.csv", &c.iops_csv()),
-        ("mbps.csv", &c.mbps_csv()),
-        ("lat.csv", &c.lat_csv()),
-        ("calibrate.json", &json),
-        ("iops.svg", &iops),
-        ("latency.svg", &latency),
-        ("mbps.svg", &mbps),
-    ] {
-        write_atomic(&dir.join(name), body.as_bytes())?;
-    }
+    let written = write_results(
+        &dir,
+        &[
+            ("calibrate.json", json.as_bytes()),
+            ("summary.txt", summary.as_bytes()),
+            ("iops.csv", c.iops_csv().as_bytes()),
+            ("mbps.csv", c.mbps_csv().as_bytes()),
+            ("lat.csv", c.lat_csv().as_bytes()),
+            ("iops.svg", iops.as_bytes()),
+            ("latency.svg", latency.as_bytes()),
+            ("mbps.svg", mbps.as_bytes()),
+        ],
+    );
     print!("{summary}");
+    written?;
     progress(&format!(
         "summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
         dir.display()

@@ -1,6 +1,6 @@
 //! One function per command: build the effective config, call the backend, print.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dbio_core::Config;
@@ -8,23 +8,27 @@ use dbio_core::compare::compare;
 use dbio_core::config::{Engine, RunEngine};
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
 use dbio_core::driver::{
-    DriveConfig, Progress, RunStatus, SessionSpec, WindowSpec, drive, drive_loops, session_specs,
+    DriveConfig, Progress, RunStatus, STOP_GRACE, SessionSpec, WindowSpec, drive, drive_loops,
+    session_specs,
 };
+use dbio_core::output;
 use dbio_core::regress;
 use dbio_core::report;
-use dbio_core::result::{RunContext, RunResult};
+use dbio_core::result::{RunContext, RunResult, SessionTls};
 use dbio_core::summary::read_step_set;
 use dbio_core::units::{SizeSpec, format_bytes};
 use dbio_core::workload::Workload;
-use dbio_postgres::collector::{CollectorOptions, IoTiming, WindowCollector};
+use dbio_postgres::collector::{Collected, CollectorOptions, IoTiming, WindowCollector};
 use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
 use dbio_postgres::session::{PgLoopSession, PgSession};
+use dbio_postgres::tls::Negotiated;
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs, Format, ScratchAction, ScratchArgs};
 use crate::progress::LoadBars;
+use crate::signals::interrupts;
 
 /// PostgreSQL's default block size; only used before a server tells us its own.
 const DEFAULT_BLOCK_SIZE: u64 = 8192;
@@ -37,16 +41,23 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             data,
             load,
             force,
+            drop_dependents,
         } => {
             let mut config = load_config(&common, &data)?;
             load.apply(&mut config);
             config.validate()?;
             if config.engine == Engine::Oracle {
+                refuse_drop_dependents_on_oracle(drop_dependents)?;
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 return crate::oracle::setup(&config, admin, force).await;
             }
             let target = resolve(&config, &common)?;
-            let summary = interruptible(setup(&config, &target, force, quiet), "setup").await?;
+            let opts = SetupOptions {
+                force,
+                drop_dependents,
+                drop_caches: config.collector.drop_caches,
+            };
+            let summary = interruptible(setup(&config, &target, &opts, quiet), "setup").await?;
             if !quiet {
                 print!("{}", summary.render_text());
             }
@@ -68,6 +79,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             common,
             prefix,
             yes,
+            drop_dependents,
         } => {
             let data = DataArgs {
                 prefix,
@@ -75,17 +87,19 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             let config = load_config(&common, &data)?;
             if config.engine == Engine::Oracle {
+                refuse_drop_dependents_on_oracle(drop_dependents)?;
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 return crate::oracle::teardown(&config, admin, yes).await;
             }
             let target = resolve(&config, &common)?;
-            teardown_cmd(&config, &target, yes).await
+            teardown_cmd(&config, &target, yes, drop_dependents).await
         }
         Command::Run {
             common,
             data,
             sessions,
             run,
+            record,
         } => {
             let config = crate::effective::run_config(&common, &data, &sessions, &run)?;
             let json = run.format == Format::Json;
@@ -104,6 +118,11 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             let target = resolve(&config, &common)?;
             let result = run_benchmark(&config, &target, &output).await?;
+            if record.record
+                && let Some(dir) = &result.config.run.out
+            {
+                crate::history::record(dir.join("result.json"), &record, quiet).await?;
+            }
             if json {
                 print_json(&result)?;
             }
@@ -114,6 +133,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             data,
             ramp,
             run,
+            record,
         } => {
             let config = crate::effective::ramp_config(&common, &data, &ramp, &run)?;
             if config.engine == Engine::Oracle {
@@ -123,9 +143,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 ));
             }
             let target = resolve(&config, &common)?;
-            let (result, _) = crate::ramp::ramp(&config, &target, quiet, run.format).await?;
+            let (result, dir) = crate::ramp::ramp(&config, &target, quiet, run.format).await?;
+            if record.record {
+                crate::history::record(dir.join("ramp.json"), &record, quiet).await?;
+            }
             Ok(if result.status == RunStatus::Ok { 0 } else { 1 })
         }
+        Command::History { action } => crate::history::dispatch(action, quiet).await,
         Command::Compare {
             inputs,
             format,
@@ -206,6 +230,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             destroy_data,
             engine,
             out,
+            overwrite,
         } => {
             let opts = dbio_calibrate::CalibrateOptions {
                 path,
@@ -224,7 +249,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 },
                 seed: 1,
             };
-            crate::calibrate::calibrate_cmd(&opts, out, quiet)
+            crate::calibrate::calibrate_cmd(&opts, out, overwrite, quiet)
         }
         Command::Scratch { action } => scratch_cmd(action),
         Command::Quickstart {
@@ -257,16 +282,17 @@ fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
     )?)
 }
 
-/// Runs `work` until it ends or Ctrl-C arrives; an interrupt is a failure (exit 1).
+/// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure
+/// (exit 1).
 async fn interruptible<T>(
     work: impl std::future::Future<Output = Result<T, PgError>>,
     what: &str,
 ) -> Result<T, Failure> {
     tokio::select! {
         r = work => r.map_err(Failure::from),
-        _ = tokio::signal::ctrl_c() => Err(Failure::new(
+        by = interrupts().reached(1) => Err(Failure::new(
             1,
-            format!("{what} interrupted by Ctrl-C; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
+            format!("{what} interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
         )),
     }
 }
@@ -274,7 +300,7 @@ async fn interruptible<T>(
 async fn setup(
     config: &Config,
     target: &Target,
-    force: bool,
+    opts: &SetupOptions,
     quiet: bool,
 ) -> Result<LoadSummary, PgError> {
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
@@ -294,58 +320,93 @@ async fn setup(
                 .unwrap_or_default()
         );
     }
-    loader::setup(
-        target,
-        &plan,
-        &SetupOptions {
-            force,
-            drop_caches: config.collector.drop_caches,
-        },
-        observer,
-    )
-    .await
+    loader::setup(target, &plan, opts, observer).await
 }
 
-async fn teardown_cmd(config: &Config, target: &Target, yes: bool) -> Result<u8, Failure> {
+async fn teardown_cmd(
+    config: &Config,
+    target: &Target,
+    yes: bool,
+    drop_dependents: bool,
+) -> Result<u8, Failure> {
     let prefix = &config.data.prefix;
     if !yes {
         let plan = teardown::plan(target, prefix).await?;
         if plan.is_empty() {
-            println!("nothing to drop: no dbio schemas {prefix}<n> in {target}");
+            println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
             return Ok(0);
         }
-        println!("would drop from {target}:");
-        for d in &plan {
-            if d.foreign_objects.is_empty() {
-                println!("  schema {} (table cf1, index i_cf1)", d.schema);
+        println!("would drop from {target} (data set of prefix `{prefix}`):");
+        for d in &plan.schemas {
+            let mut line = if !d.table {
+                format!("  schema {} (its table cf1 is already gone)", d.schema)
+            } else if d.foreign_objects.is_empty() {
+                format!("  schema {} (table cf1, index i_cf1)", d.schema)
             } else {
-                println!(
-                    "  table {}.cf1 only; schema {} stays because it holds objects dbio did not create: {}",
-                    d.schema,
+                format!("  table {}.cf1 and index i_cf1", d.schema)
+            };
+            if !d.foreign_objects.is_empty() {
+                line.push_str(&format!(
+                    "; schema {} stays, without dbio's mark, because it holds objects dbio did not create: {}",
                     d.schema,
                     d.foreign_objects.join(", ")
+                ));
+            }
+            println!("{line}");
+            if !d.dependents.is_empty() {
+                println!(
+                    "    depending on {}.cf1, not dbio's: {} ({})",
+                    d.schema,
+                    d.dependents.join(", "),
+                    if drop_dependents {
+                        "dropped with it: --drop-dependents"
+                    } else {
+                        "teardown refuses while they exist; --drop-dependents drops them too"
+                    }
                 );
             }
+        }
+        for s in &plan.legacy {
+            println!("  not {s}: {}", legacy_note());
         }
         println!("rerun with --yes to drop them");
         return Ok(1);
     }
-    let outcome = teardown::teardown(target, prefix).await?;
+    let outcome = teardown::teardown(target, prefix, drop_dependents).await?;
     for s in &outcome.dropped {
         println!("dropped schema {s}");
     }
     for k in &outcome.kept {
         println!(
-            "dropped {}.cf1; kept schema {}: it holds objects dbio did not create ({})",
+            "dropped {}.cf1; kept schema {} without dbio's mark: it holds objects dbio did not create ({})",
             k.schema,
             k.schema,
             k.foreign_objects.join(", ")
         );
     }
-    if outcome.dropped.is_empty() && outcome.kept.is_empty() {
-        println!("nothing to drop: no dbio schemas {prefix}<n> in {target}");
+    for s in &outcome.legacy {
+        println!("left {s}: {}", legacy_note());
+    }
+    if outcome.dropped.is_empty() && outcome.kept.is_empty() && outcome.legacy.is_empty() {
+        println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
     }
     Ok(0)
+}
+
+/// The Oracle backend never drops objects of the user's: the flag would be a silent no-op.
+fn refuse_drop_dependents_on_oracle(drop_dependents: bool) -> Result<(), Failure> {
+    if drop_dependents {
+        return Err(Failure::new(
+            2,
+            "--drop-dependents is for PostgreSQL only; with engine: oracle drop your objects on dbio's tables yourself",
+        ));
+    }
+    Ok(())
+}
+
+fn legacy_note() -> &'static str {
+    "it carries the mark of an older dbio, which does not say which data set (prefix) it belongs to; \
+     rebuild it with `dbio setup --force` (same --prefix and --schemas) and tear it down then, or drop it yourself"
 }
 
 fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure> {
@@ -499,7 +560,12 @@ async fn quickstart(
 }
 
 async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Result<u8, Failure> {
-    let summary = interruptible(setup(config, target, false, quiet), "setup").await?;
+    let opts = SetupOptions {
+        force: false,
+        drop_dependents: false,
+        drop_caches: config.collector.drop_caches,
+    };
+    let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
     println!("== data set ==");
     print!("{}", summary.render_text());
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
@@ -548,7 +614,7 @@ fn compare_cmd(
             ("compare.csv", &csv),
             ("compare.html", &html),
         ] {
-            dbio_core::result::write_atomic(&dir.join(name), body.as_bytes())?;
+            output::write_atomic(&dir.join(name), body.as_bytes())?;
         }
         eprintln!(
             "compare: compare.txt, compare.csv, compare.html written to {}",
@@ -584,7 +650,7 @@ fn regress_cmd(
         Format::Text => print!("{}", regress::render_text(&base, &cur, &rows)),
     }
     if let Some(path) = junit {
-        dbio_core::result::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
+        output::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
         if !quiet {
             eprintln!("regress: JUnit XML written to {}", path.display());
         }
@@ -602,37 +668,6 @@ fn exit_code(r: &RunResult) -> u8 {
         RunStatus::Ok => 0,
         RunStatus::Failed | RunStatus::Interrupted => 1,
     }
-}
-
-/// Resolves when Ctrl-C arrives; never, when the signal cannot be watched.
-pub(crate) async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// `results/<UTC timestamp>-<label>/`, made unique if a folder of that name exists.
-pub fn default_out_dir(label: Option<&str>) -> std::path::PathBuf {
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let label: String = label
-        .unwrap_or("run")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = std::path::PathBuf::from("results").join(format!("{stamp}-{label}"));
-    let mut dir = base.clone();
-    let mut n = 2;
-    while dir.exists() {
-        dir = std::path::PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
-    }
-    dir
 }
 
 /// The live line, like `pgbench -P`.
@@ -679,20 +714,37 @@ pub const STDERR: RunOutput<'static> = RunOutput {
     line: &to_stderr,
 };
 
-/// The run's result folder (run.out, or results/<UTC>-<label>/), created.
-pub(crate) fn result_dir(config: &Config) -> Result<std::path::PathBuf, Failure> {
+/// The run's result folder (run.out, or a new results/<UTC>-<label>/), proven writable; a
+/// used run.out is refused unless run.overwrite.
+pub(crate) fn result_dir(config: &Config) -> Result<PathBuf, Failure> {
     let r = &config.run;
-    let out_dir = r
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(r.label.as_deref()));
-    std::fs::create_dir_all(&out_dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the result folder {}: {e}", out_dir.display()),
-        )
-    })?;
-    Ok(out_dir)
+    Ok(output::result_dir(
+        r.out.as_deref(),
+        r.label.as_deref().unwrap_or("run"),
+        r.overwrite,
+    )?)
+}
+
+/// Writes `files` into `dir`, each atomically. When one cannot be written (disk full, folder
+/// gone), the first of them, the main document, is kept in a new file under $TMPDIR, and the
+/// failure (exit 1) names that file.
+pub(crate) fn write_results(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), Failure> {
+    for (name, body) in files {
+        if let Err(e) = output::write_atomic(&dir.join(name), body) {
+            let kept = match files.first() {
+                Some((main, bytes)) => match output::save_fallback(main, bytes) {
+                    Ok(path) => format!("{main} is kept in {}", path.display()),
+                    Err(f) => format!("{main} could not be kept anywhere ({f})"),
+                },
+                None => String::new(),
+            };
+            return Err(Failure::new(
+                1,
+                format!("cannot write {name} into {}: {e}; {kept}", dir.display()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the driver is told: the window (run_time, or work_loop operations per session),
@@ -715,6 +767,7 @@ pub(crate) fn drive_config(config: &Config, workload: Workload, quiet: bool) -> 
         },
         on_error: r.on_error,
         seed: r.seed,
+        grace: STOP_GRACE,
     }
 }
 
@@ -730,6 +783,17 @@ impl Opened {
         match self {
             Opened::Client(s) => s.iter().all(|(_, s)| s.io_timing),
             Opened::Server(s) => s.iter().all(|(_, s)| s.io_timing),
+        }
+    }
+
+    /// TLS on the sessions' connections, for the result.
+    fn tls(&self) -> SessionTls {
+        fn pair(t: Option<&Negotiated>) -> Option<(&str, &str)> {
+            t.map(|n| (n.protocol.as_str(), n.cipher.as_str()))
+        }
+        match self {
+            Opened::Client(s) => SessionTls::of(s.iter().map(|(_, s)| pair(s.tls()))),
+            Opened::Server(s) => SessionTls::of(s.iter().map(|(_, s)| pair(s.tls()))),
         }
     }
 }
@@ -752,7 +816,7 @@ pub async fn run_benchmark(
     let schema_names = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE).schema_names();
     let r = &config.run;
     let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
-    let pre = interruptible(run::preflight(target, config, &specs), "run").await?;
+    let mut pre = interruptible(run::preflight(target, config, &specs), "run").await?;
     for n in &pre.notes {
         output.note(&format!("run: {n}"));
     }
@@ -809,6 +873,7 @@ pub async fn run_benchmark(
             .await?,
         ),
     };
+    pre.environment.session_tls = Some(opened.tls());
     let timing = if opened.io_timing() {
         IoTiming::On
     } else {
@@ -839,7 +904,7 @@ pub async fn run_benchmark(
             drive(
                 sessions,
                 &drive_cfg,
-                ctrl_c(),
+                interrupts(),
                 |p| output.note(&progress_line(p)),
                 || collector.begin(),
             )
@@ -851,11 +916,20 @@ pub async fn run_benchmark(
                 specs.len(),
                 r.run_time
             ));
-            drive_loops(sessions, r.run_time.0, ctrl_c(), || collector.begin()).await
+            drive_loops(sessions, r.run_time.0, STOP_GRACE, interrupts(), || {
+                collector.begin()
+            })
+            .await
         }
     };
     let measured_s = outcome.measured_s;
-    let collected = collector.end(measured_s).await;
+    // A second interrupt means "now": the result is written without the "after" snapshot.
+    let collected = tokio::select! {
+        c = collector.end(measured_s) => c,
+        by = interrupts().reached(2) => Collected::skipped(format!(
+            "database statistics were not collected: {by} a second time ended the run at once"
+        )),
+    };
 
     let mut recorded = config.clone();
     recorded.target.dsn = Some(target.redacted());
@@ -892,19 +966,26 @@ pub async fn run_benchmark(
     Ok(result)
 }
 
-/// Writes result.json and report.txt (each atomically), prints the report when asked, and
-/// says where they are.
+/// Writes result.json and report.txt (each atomically), prints the report when asked (and
+/// always when the files could not be written), and says where they are.
 pub(crate) fn publish(
     result: &RunResult,
     out_dir: &Path,
     output: &RunOutput<'_>,
 ) -> Result<(), Failure> {
     let text = report::render_text(result);
-    result.write_json(out_dir)?;
-    dbio_core::result::write_atomic(&out_dir.join("report.txt"), text.as_bytes())?;
-    if output.print_report {
+    let json = serde_json::to_string_pretty(result).map_err(|e| Failure::new(1, e.to_string()))?;
+    let written = write_results(
+        out_dir,
+        &[
+            ("result.json", json.as_bytes()),
+            ("report.txt", text.as_bytes()),
+        ],
+    );
+    if output.print_report || written.is_err() {
         print!("{text}");
     }
+    written?;
     output.note(&format!(
         "results: {}/result.json, {}/report.txt",
         out_dir.display(),

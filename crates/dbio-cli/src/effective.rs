@@ -11,7 +11,10 @@ use dbio_core::Config;
 use serde_json::Value;
 
 use crate::Failure;
+use dbio_core::history::record::resolve_tag;
+
 use crate::args::{Cli, Command, CommonArgs, DataArgs, RampArgs, RunArgs, SessionArgs};
+use crate::history::RecordArgs;
 
 /// The file's configuration with the common and data-set flags applied, validated.
 pub fn base_config(common: &CommonArgs, data: &DataArgs) -> Result<Config, Failure> {
@@ -143,6 +146,57 @@ struct Layers {
     flags: Vec<(String, String)>,
     /// `--dsn`, kept apart from the config (it merges with PG* per parameter).
     dsn: Option<String>,
+    /// The command's own settings that are no config key (`--record`, `--drop-dependents`).
+    command_only: Vec<Setting>,
+}
+
+/// A flag of the command line that is no config key, with its source: the command line, the
+/// variable clap read it from, or its default.
+fn command_setting(m: &ArgMatches, id: &str, key: &str, value: Value, env: &str) -> Setting {
+    let source = match m.value_source(id) {
+        Some(ValueSource::CommandLine) => Source::Flag(format!("--{}", id.replace('_', "-"))),
+        Some(ValueSource::EnvVariable) => Source::Environment(env.to_string()),
+        _ => Source::Default,
+    };
+    (key.to_string(), value, source)
+}
+
+/// `--record`, `--store` and `--tag` of run and ramp as the run would use them.
+fn record_settings(m: &ArgMatches, r: &RecordArgs) -> Vec<Setting> {
+    let tag = match resolve_tag(r.tag.as_deref(), |k| std::env::var(k).ok()) {
+        Some((t, from)) if from != "--tag" => (
+            "record.tag".to_string(),
+            Value::String(t),
+            Source::Environment(from),
+        ),
+        Some((t, _)) => command_setting(m, "tag", "record.tag", Value::String(t), ""),
+        None => ("record.tag".to_string(), Value::Null, Source::Default),
+    };
+    vec![
+        command_setting(m, "record", "record", Value::Bool(r.record), ""),
+        command_setting(
+            m,
+            "store",
+            "record.store",
+            Value::String(
+                r.store
+                    .as_deref()
+                    .map(redact_store)
+                    .unwrap_or_else(|| dbio_history::DEFAULT_STORE.to_string()),
+            ),
+            "DBIO_HISTORY_STORE",
+        ),
+        tag,
+    ]
+}
+
+/// A store given as a postgresql:// URL, without its password.
+fn redact_store(spec: &str) -> String {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        redact(spec)
+    } else {
+        spec.to_string()
+    }
 }
 
 fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> {
@@ -155,6 +209,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             effective: c,
             flags: Vec::new(),
             dsn: None,
+            command_only: Vec::new(),
         });
     }
     let argv = std::iter::once("dbio".to_string()).chain(command.iter().cloned());
@@ -179,34 +234,62 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
         }
         common
     };
-    let (file, before_flags, effective, dsn) = match cli.command {
+    let (file, before_flags, effective, dsn, command_only) = match cli.command {
         Command::Run {
             common,
             data,
             sessions,
             run,
+            record,
         } => {
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = run_config(&common, &data, &sessions, &run)?;
-            (common.config, before, c, common.dsn)
+            let extra = record_settings(sub_m, &record);
+            (common.config, before, c, common.dsn, extra)
         }
         Command::Ramp {
             common,
             data,
             ramp,
             run,
+            record,
         } => {
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = ramp_config(&common, &data, &ramp, &run)?;
-            (common.config, before, c, common.dsn)
+            let extra = record_settings(sub_m, &record);
+            (common.config, before, c, common.dsn, extra)
         }
-        Command::Setup { common, data, .. } | Command::Check { common, data } => {
+        Command::Setup {
+            common,
+            data,
+            load,
+            force,
+            drop_dependents,
+        } => {
+            let common = with_file(common);
+            let before = Config::load(common.config.as_deref())?;
+            let mut c = base_config(&common, &data)?;
+            load.apply(&mut c);
+            c.validate()?;
+            let extra = vec![
+                command_setting(sub_m, "force", "setup.force", Value::Bool(force), ""),
+                command_setting(
+                    sub_m,
+                    "drop_dependents",
+                    "setup.drop_dependents",
+                    Value::Bool(drop_dependents),
+                    "",
+                ),
+            ];
+            (common.config, before, c, common.dsn, extra)
+        }
+        Command::Check { common, data } => {
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = base_config(&common, &data)?;
-            (common.config, before, c, common.dsn)
+            (common.config, before, c, common.dsn, Vec::new())
         }
         _ => {
             return Err(Failure::new(
@@ -223,6 +306,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
         effective,
         flags,
         dsn,
+        command_only,
     })
 }
 
@@ -277,6 +361,7 @@ pub fn with_sources(
         };
         out.push((key, value, source));
     }
+    out.extend(l.command_only);
     Ok((l.effective, out))
 }
 

@@ -5,10 +5,12 @@ mod args;
 mod calibrate;
 mod commands;
 mod effective;
+mod history;
 mod manual;
 mod oracle;
 mod progress;
 mod ramp;
+mod signals;
 
 use std::ffi::OsString;
 
@@ -81,11 +83,16 @@ where
             return 1;
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    let code = match runtime.block_on(commands::dispatch(cli)) {
         Ok(code) => code,
         Err(f) => {
             eprintln!("dbio: error: {}", f.message);
             f.code
         }
-    }
+    };
+    signals::forget();
+    // A cancel request to a server that stopped answering may still be waiting for its
+    // connect timeout on a blocking thread: the result is written, do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }

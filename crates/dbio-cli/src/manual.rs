@@ -30,7 +30,7 @@ pub fn man_cmd(out: Option<&Path>) -> Result<u8, Failure> {
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::new(2, format!("cannot create {}: {e}", dir.display())))?;
-    dbio_core::result::write_atomic(&dir.join("dbio.1"), &render(root.clone(), "dbio")?)?;
+    dbio_core::output::write_atomic(&dir.join("dbio.1"), &render(root.clone(), "dbio")?)?;
     let mut written = 1;
     for sub in root.get_subcommands() {
         let name = format!("dbio-{}", sub.get_name());
@@ -38,7 +38,7 @@ pub fn man_cmd(out: Option<&Path>) -> Result<u8, Failure> {
             sub.clone().bin_name(format!("dbio {}", sub.get_name())),
             &name,
         )?;
-        dbio_core::result::write_atomic(&dir.join(format!("{name}.1")), &page)?;
+        dbio_core::output::write_atomic(&dir.join(format!("{name}.1")), &page)?;
         written += 1;
     }
     eprintln!("man: {written} pages written to {}", dir.display());

@@ -46,26 +46,65 @@ mod enabled {
     use dbio_core::driver::{drive, session_specs};
     use dbio_core::result::{DataSetInfo, Environment, RunContext, RunResult};
     use dbio_core::workload::Workload;
-    use dbio_oracle::{client, metrics, sql};
+    use dbio_oracle::client::{self, ServerFacts, Timeouts};
+    use dbio_oracle::{loader, metrics, sql};
 
     use super::*;
-    use crate::commands::{RunOutput, ctrl_c, drive_config, progress_line, publish, result_dir};
+    use crate::commands::{RunOutput, drive_config, progress_line, publish, result_dir};
 
-    const BLOCK: u64 = 8192;
+    /// target.connect_timeout for every connection; target.statement_timeout as the measured
+    /// sessions' call timeout.
+    fn timeouts(config: &Config) -> Timeouts {
+        let call = config.target.statement_timeout.0;
+        Timeouts {
+            connect: config.target.connect_timeout.0,
+            call: (!call.is_zero()).then_some(call),
+        }
+    }
 
-    fn plan(config: &Config) -> DataSetPlan {
-        DataSetPlan::new(&config.data, BLOCK)
+    /// The server's facts (CDB$ROOT refused, the tablespace and its block size) and the plan
+    /// in that tablespace's blocks.
+    async fn facts(
+        config: &Config,
+        admin: &ConnectString,
+    ) -> Result<(ServerFacts, DataSetPlan), Failure> {
+        let (a, ts, t) = (
+            admin.clone(),
+            config.data.tablespace.clone(),
+            timeouts(config),
+        );
+        let facts = blocking(move || client::preflight(&a, ts.as_deref(), &t)).await?;
+        let mut plan = DataSetPlan::new(&config.data, facts.tablespace.block_size);
+        plan.tablespace = Some(facts.tablespace.name.clone());
+        Ok((facts, plan))
+    }
+
+    fn cache_warning(facts: &ServerFacts, plan: &DataSetPlan) -> Option<String> {
+        loader::cache_warning(
+            plan.table_bytes(),
+            facts.tablespace.block_size,
+            facts.db_block_size,
+            &facts.caches,
+        )
     }
 
     pub async fn setup(config: &Config, admin: ConnectString, force: bool) -> Result<u8, Failure> {
-        let plan = plan(config);
+        let (facts, plan) = facts(config, &admin).await?;
         eprintln!(
-            "setup: {} Oracle schema(s) x {} blocks on {}",
+            "setup: {} Oracle schema(s) x {} blocks of {} kB in tablespace {} on {} (container {}, CON_ID {})",
             plan.schemas,
             plan.scale_blocks,
-            admin.redacted()
+            facts.tablespace.block_size / 1024,
+            facts.tablespace.name,
+            admin.redacted(),
+            facts.container.con_name,
+            facts.container.con_id
         );
-        let lines = blocking(move || client::setup(&admin, &plan, force)).await?;
+        if let Some(w) = cache_warning(&facts, &plan) {
+            eprintln!("warning: {w}");
+        }
+        let t = timeouts(config);
+        let lines = blocking(move || client::setup(&admin, &plan, &facts, force, &t)).await?;
         for l in lines {
             println!("{l}");
         }
@@ -73,8 +112,9 @@ mod enabled {
     }
 
     pub async fn check(config: &Config, admin: ConnectString) -> Result<u8, Failure> {
-        let plan = plan(config);
-        let (ok, lines) = blocking(move || client::check(&admin, &plan)).await?;
+        let (_, plan) = facts(config, &admin).await?;
+        let t = timeouts(config);
+        let (ok, lines) = blocking(move || client::check(&admin, &plan, &t)).await?;
         for l in lines {
             println!("{l}");
         }
@@ -83,7 +123,8 @@ mod enabled {
 
     pub async fn teardown(config: &Config, admin: ConnectString, yes: bool) -> Result<u8, Failure> {
         let prefix = config.data.prefix.clone();
-        let lines = blocking(move || client::teardown(&admin, &prefix, yes)).await?;
+        let t = timeouts(config);
+        let lines = blocking(move || client::teardown(&admin, &prefix, yes, &t)).await?;
         if lines.is_empty() {
             println!(
                 "nothing to drop: no users {}<n> made by dbio",
@@ -96,6 +137,34 @@ mod enabled {
         Ok(0)
     }
 
+    /// What result.json records of the server: the container (every result says where it
+    /// ran), the tablespace and its block size, the buffer caches.
+    fn settings(facts: &ServerFacts) -> std::collections::BTreeMap<String, Option<String>> {
+        let c = &facts.container;
+        let mut s = std::collections::BTreeMap::new();
+        s.insert("con_name".into(), Some(c.con_name.clone()));
+        s.insert("con_id".into(), Some(c.con_id.to_string()));
+        s.insert("con_dbid".into(), Some(c.con_dbid.to_string()));
+        s.insert("cdb".into(), Some(if c.cdb { "YES" } else { "NO" }.into()));
+        s.insert("tablespace".into(), Some(facts.tablespace.name.clone()));
+        s.insert(
+            "tablespace_block_size".into(),
+            Some(facts.tablespace.block_size.to_string()),
+        );
+        s.insert(
+            "db_block_size".into(),
+            Some(facts.db_block_size.to_string()),
+        );
+        for (inst, component, bytes) in &facts.caches {
+            // e.g. inst1.DEFAULT_buffer_cache=134217728 (bytes)
+            s.insert(
+                format!("inst{inst}.{}", component.replace(' ', "_")),
+                Some(bytes.to_string()),
+            );
+        }
+        s
+    }
+
     /// One run against Oracle: the same sessions, driver, result.json and report as
     /// PostgreSQL, with V$ figures and Oracle's event names.
     pub async fn run(
@@ -103,7 +172,6 @@ mod enabled {
         admin: ConnectString,
         output: &RunOutput<'_>,
     ) -> Result<RunResult, Failure> {
-        config.validate_run(BLOCK)?;
         let r = &config.run;
         if r.engine == RunEngine::Server {
             return Err(Failure::new(
@@ -111,32 +179,37 @@ mod enabled {
                 "run.engine: server is built for PostgreSQL only; use run.engine: client with engine: oracle",
             ));
         }
-        let plan = plan(config);
+        let (facts, plan) = facts(config, &admin).await?;
+        let block = facts.tablespace.block_size;
+        config.validate_run(block)?;
+        let t = timeouts(config);
         let users: Vec<String> = (1..=plan.schemas)
             .map(|n| sql::user_name(&plan.prefix, n))
             .collect();
         let specs = session_specs(r.readers, r.writers, &users, r.hot_schema);
-        let workload = Workload::from_config(config, BLOCK)?;
+        let workload = Workload::from_config(config, block)?;
         let out_dir = result_dir(config)?;
-        // The data set must be complete before anything is measured.
-        let (ok, lines) = {
+        // The data set must be complete before anything is measured: marks and optimizer
+        // statistics, no scan of the tables just before the window.
+        let unfit = {
             let (a, p) = (admin.clone(), plan.clone());
-            blocking(move || client::check(&a, &p)).await?
+            blocking(move || client::run_preflight(&a, &p, &t)).await?
         };
-        if !ok {
+        if !unfit.is_empty() {
             return Err(Failure::new(
                 2,
                 format!(
                     "the data set is not fit to run against:\n  {}",
-                    lines.join("\n  ")
+                    unfit.join("\n  ")
                 ),
             ));
         }
         eprintln!(
-            "run: {} reader(s), {} writer(s) on {} (Oracle); connecting and preparing",
+            "run: {} reader(s), {} writer(s) on {} (Oracle, container {}); connecting and preparing",
             r.readers,
             r.writers,
-            admin.redacted()
+            admin.redacted(),
+            facts.container.con_name
         );
         let heavy = r.redo_stress == RedoStress::Heavy;
         let mut opening = tokio::task::JoinSet::new();
@@ -148,7 +221,7 @@ mod enabled {
                 a.connect = services[spec.index as usize % services.len()].clone();
             }
             opening.spawn_blocking(move || {
-                client::OraSession::open(&a, &spec.schema, &spec.name, heavy).map(|s| (spec, s))
+                client::OraSession::open(&a, &spec.schema, &spec.name, heavy, &t).map(|s| (spec, s))
             });
         }
         let mut sessions = Vec::new();
@@ -160,9 +233,8 @@ mod enabled {
 
         let collector = {
             let a = admin.clone();
-            blocking(move || client::connect(&a, None)).await?
+            blocking(move || client::connect(&a, None, &t)).await?
         };
-        let version = client::server_version(&collector)?;
         let before: Mutex<Option<metrics::Snapshot>> = Mutex::new(None);
         let awr_begin: Mutex<Option<i64>> = Mutex::new(None);
         let sampler: Mutex<Option<client::Sampler>> = Mutex::new(None);
@@ -173,7 +245,7 @@ mod enabled {
         let outcome = drive(
             sessions,
             &drive_cfg,
-            ctrl_c(),
+            crate::signals::interrupts(),
             |p| output.note(&progress_line(p)),
             || async {
                 tokio::task::block_in_place(|| {
@@ -184,7 +256,7 @@ mod enabled {
                     let s = client::snapshot(&collector).map_err(|e| e.to_string())?;
                     *before.lock().map_err(|e| e.to_string())? = Some(s);
                     let started =
-                        client::Sampler::start(&admin, period).map_err(|e| e.to_string())?;
+                        client::Sampler::start(&admin, period, &t).map_err(|e| e.to_string())?;
                     *sampler.lock().map_err(|e| e.to_string())? = Some(started);
                     Ok(())
                 })
@@ -196,14 +268,16 @@ mod enabled {
              (filesystemio_options = SETALL, or ASM)"
                 .to_string(),
         ];
+        warnings.extend(cache_warning(&facts, &plan));
         let samples = sampler
             .lock()
             .ok()
             .and_then(|mut s| s.take())
             .map(|s| tokio::task::block_in_place(|| s.finish()));
         let after = tokio::task::block_in_place(|| client::snapshot(&collector));
-        let mut figures = match (before.lock().ok().and_then(|b| b.clone()), after) {
-            (Some(b), Ok(a)) => Some(metrics::window(&b, &a, outcome.measured_s)),
+        let before = before.lock().ok().and_then(|b| b.clone());
+        let mut figures = match (&before, after) {
+            (Some(b), Ok(a)) => Some(metrics::window(b, &a, outcome.measured_s)),
             (_, Err(e)) => {
                 warnings.push(format!("the V$ views could not be read after the run: {e}"));
                 None
@@ -221,19 +295,26 @@ mod enabled {
             (_, Some(Err(e))) => warnings.push(format!("the session sampler failed: {e}")),
             _ => {}
         }
-        if let Some(f) = &figures
-            && !f.db.valid
-        {
-            warnings.extend(f.db.invalid_reasons.iter().cloned());
+        if let Some(f) = &figures {
+            warnings.extend(f.warnings.iter().cloned());
+            if !f.db.valid {
+                warnings.extend(f.db.invalid_reasons.iter().cloned());
+            }
         }
         if let Some(begin) = awr_begin.lock().ok().and_then(|b| *b) {
+            // RAC: the global report over every instance; in a PDB, the PDB's DBID.
+            let instances: Vec<u32> = before
+                .as_ref()
+                .map(|b| b.instances.iter().map(|i| i.inst_id).collect())
+                .unwrap_or_default();
+            let dbid = facts.container.con_dbid;
             let report = tokio::task::block_in_place(|| {
                 client::awr_snapshot(&collector)
-                    .and_then(|end| client::awr_report(&collector, begin, end))
+                    .and_then(|end| client::awr_report(&collector, dbid, &instances, begin, end))
             });
             match report {
                 Ok(text) => {
-                    dbio_core::result::write_atomic(&out_dir.join("awr.txt"), text.as_bytes())?
+                    dbio_core::output::write_atomic(&out_dir.join("awr.txt"), text.as_bytes())?
                 }
                 Err(e) => warnings.push(format!("no AWR report: {e}")),
             }
@@ -249,13 +330,14 @@ mod enabled {
                 .map(|h| h.trim().to_string())
                 .unwrap_or_default(),
             target: admin.redacted(),
-            server_version: version,
+            server_version: facts.version.clone(),
             server_version_num: 0,
-            settings: Default::default(),
+            settings: settings(&facts),
+            session_tls: None,
             data_set: DataSetInfo {
                 schemas: plan.schemas,
                 scale_blocks: plan.scale_blocks,
-                block_size: BLOCK,
+                block_size: block,
                 table_bytes: plan.table_bytes(),
                 schemas_used: used.into_iter().collect(),
             },

@@ -9,14 +9,14 @@ use dbio_core::chart::render_figure;
 use dbio_core::config::OnStepFailure;
 use dbio_core::driver::RunStatus;
 use dbio_core::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
-use dbio_core::result::{RESULT_FORMAT, RunResult, write_atomic};
+use dbio_core::result::{RESULT_FORMAT, RunResult};
 use dbio_core::summary::{RampResult, summarize};
 use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Failure;
 use crate::args::Format;
-use crate::commands::{RunOutput, default_out_dir, print_json, run_benchmark};
+use crate::commands::{RunOutput, print_json, run_benchmark, write_results};
 
 /// (readers, writers, update_pct) of each step, readers varying fastest.
 pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
@@ -41,10 +41,6 @@ pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
     steps
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), Failure> {
-    write_atomic(&dir.join(name), text.as_bytes()).map_err(Failure::from)
-}
-
 /// Runs every step and writes the ramp's files; returns the ramp and its folder.
 pub async fn ramp(
     config: &Config,
@@ -55,17 +51,8 @@ pub async fn ramp(
     let steps = plan(config);
     let repeat = config.ramp.repeat.max(1);
     let label = config.run.label.clone().unwrap_or_else(|| "ramp".into());
-    let dir = config
-        .run
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(Some(&label)));
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        Failure::new(
-            2,
-            format!("cannot create the ramp folder {}: {e}", dir.display()),
-        )
-    })?;
+    let dir =
+        dbio_core::output::result_dir(config.run.out.as_deref(), &label, config.run.overwrite)?;
     let started = chrono::Utc::now();
     let total = (steps.len() as u32 * repeat) as u64;
     let bar = ProgressBar::with_draw_target(
@@ -191,7 +178,12 @@ pub async fn ramp(
                     }
                 }
                 Err(f) => {
-                    status = RunStatus::Failed;
+                    // Interrupted before its window opened (connecting, preparing).
+                    status = if crate::signals::interrupts().count() > 0 {
+                        RunStatus::Interrupted
+                    } else {
+                        RunStatus::Failed
+                    };
                     warnings.push(format!("{name} could not run: {}", f.message));
                     summaries.extend(summarize(&results, paths.clone()));
                     error = Some(f);
@@ -220,26 +212,36 @@ pub async fn ramp(
         warnings,
     };
     let json = serde_json::to_string_pretty(&ramp).map_err(|e| Failure::new(1, e.to_string()))?;
-    write(&dir, "ramp.json", &json)?;
-    write(&dir, "ramp.csv", &ramp_csv(&ramp))?;
     let txt = ramp_txt(&ramp);
-    write(&dir, "ramp.txt", &txt)?;
-    for (file, svg) in ramp_svgs(&ramp) {
-        write(&dir, file, &svg)?;
-    }
-    write(&dir, "report.html", &ramp_html(&ramp, &ramp_svgs(&ramp)))?;
+    let svgs = ramp_svgs(&ramp);
+    let mut files = vec![
+        ("ramp.json", json),
+        ("ramp.csv", ramp_csv(&ramp)),
+        ("ramp.txt", txt.clone()),
+    ];
+    files.extend(svgs.iter().map(|(file, svg)| (*file, svg.clone())));
+    files.push(("report.html", ramp_html(&ramp, &svgs)));
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_bytes())).collect();
+    let written = write_results(&dir, &files);
+    // The ramp reaches stdout even when quiet if its files could not be written.
     match format {
         Format::Json => print_json(&ramp)?,
-        Format::Text if !quiet => {
-            print!("{txt}");
-            eprintln!(
-                "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
-                ramp.steps.len(),
-                dir.display()
-            );
-            println!("report: {}", dir.join("report.html").display());
-        }
+        Format::Text if !quiet || written.is_err() => print!("{txt}"),
         Format::Text => {}
+    }
+    if let Err(f) = written {
+        return Err(match error {
+            Some(step) => Failure::new(f.code, format!("{}; and {}", step.message, f.message)),
+            None => f,
+        });
+    }
+    if format == Format::Text && !quiet {
+        eprintln!(
+            "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
+            ramp.steps.len(),
+            dir.display()
+        );
+        println!("report: {}", dir.join("report.html").display());
     }
     if let Some(f) = error {
         return Err(f);

@@ -124,6 +124,16 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
+/// What a trend chart adds to a line chart: a <title> per point, and vertical markers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Marks {
+    /// `titles[i][j]`: the <title> of point j (in the order given) of series i; points
+    /// without one are titled with their series and values.
+    pub titles: Vec<Vec<String>>,
+    /// Dashed vertical lines at these x values (change points), each with its <title>.
+    pub markers: Vec<(f64, String)>,
+}
+
 /// The unit in an axis title: `latency (µs)` -> `µs`; the whole title when it has none.
 pub fn unit_of(axis_title: &str) -> &str {
     match (axis_title.rfind('('), axis_title.rfind(')')) {
@@ -164,17 +174,29 @@ fn spaced(ticks: Vec<f64>, px: impl Fn(f64) -> f64) -> Vec<f64> {
 
 /// One chart alone (its title is the figure's).
 pub fn render_svg(c: &Chart) -> String {
-    render_figure(&Figure {
+    render_svg_marked(c, &Marks::default())
+}
+
+/// One chart alone with a trend chart's point titles and markers.
+pub fn render_svg_marked(c: &Chart, marks: &Marks) -> String {
+    let figure = Figure {
         title: c.title.clone(),
         subtitle: String::new(),
         panels: vec![Chart {
             title: String::new(),
             ..c.clone()
         }],
-    })
+    };
+    render_figure_marked(&figure, std::slice::from_ref(marks))
 }
 
 pub fn render_figure(f: &Figure) -> String {
+    render_figure_marked(f, &[])
+}
+
+/// `marks[i]` applies to panel i; panels without one have none.
+fn render_figure_marked(f: &Figure, marks: &[Marks]) -> String {
+    let none = Marks::default();
     // The subtitle, one line per part, so a long target never runs off the figure.
     let sub_lines: Vec<&str> = f.subtitle.split("; ").filter(|l| !l.is_empty()).collect();
     let head = 34.0 + 16.0 * sub_lines.len() as f64;
@@ -210,14 +232,14 @@ pub fn render_figure(f: &Figure) -> String {
             if wants_log(panel) { "log" } else { "linear" },
             head + PANEL_H * i as f64
         );
-        render_panel(&mut o, panel);
+        render_panel(&mut o, panel, marks.get(i).unwrap_or(&none));
         o.push_str("</g>\n");
     }
     o.push_str("</svg>\n");
     o
 }
 
-fn render_panel(o: &mut String, c: &Chart) {
+fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
     let points: Vec<(f64, f64)> = c
         .series
         .iter()
@@ -355,9 +377,20 @@ fn render_panel(o: &mut String, c: &Chart) {
         top + plot_h / 2.0,
         escape(&y_title)
     );
+    for (x, title) in &marks.markers {
+        let _ = writeln!(
+            o,
+            r##"<line class="change-point" x1="{:.1}" y1="{top}" x2="{:.1}" y2="{:.1}" stroke="#d62728" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"##,
+            px(*x),
+            px(*x),
+            top + plot_h,
+            escape(title)
+        );
+    }
     let unit = unit_of(&c.y_label);
     for (i, s) in c.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        let titles = marks.titles.get(i);
         let path: Vec<String> = s
             .points
             .iter()
@@ -385,17 +418,23 @@ fn render_panel(o: &mut String, c: &Chart) {
                     x - 4.0
                 );
             }
+            let title = match titles.and_then(|t| t.get(k)) {
+                Some(t) => escape(t),
+                None => format!(
+                    "{}: x={} y={}{}",
+                    escape(&s.name),
+                    fmt_num(p.0),
+                    fmt_num(p.1),
+                    if e > 0.0 {
+                        format!(" ± {} (sd)", fmt_num(e))
+                    } else {
+                        String::new()
+                    }
+                ),
+            };
             let _ = writeln!(
                 o,
-                r#"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{}: x={} y={}{}</title></circle>"#,
-                escape(&s.name),
-                fmt_num(p.0),
-                fmt_num(p.1),
-                if e > 0.0 {
-                    format!(" ± {} (sd)", fmt_num(e))
-                } else {
-                    String::new()
-                }
+                r#"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{title}</title></circle>"#,
             );
             if let Some(label) = s.labels.get(k).filter(|l| !l.is_empty()) {
                 let _ = writeln!(

@@ -273,6 +273,9 @@ pub struct RunConfig {
     pub calibration: Option<PathBuf>,
     /// Result folder; default `results/<UTC timestamp>-<label>/`.
     pub out: Option<PathBuf>,
+    /// Write into an `out` folder that already holds files (replacing those of the same
+    /// name); without it such a folder is refused, so no earlier result is replaced.
+    pub overwrite: bool,
     pub label: Option<String>,
 }
 
@@ -358,6 +361,7 @@ impl Default for RunConfig {
             vacuum: true,
             calibration: None,
             out: None,
+            overwrite: false,
             label: None,
         }
     }

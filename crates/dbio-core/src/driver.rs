@@ -5,9 +5,12 @@
 //! and nothing else: no event loop, no task hand-off between the timer and the round trip.
 //! Each operation is timed around that round trip and recorded into the session's own HDR
 //! histogram (no lock, merged at the end) and into lock-free interval counters that the
-//! coordinator (an async task) drains for the time series and the progress line. Ctrl-C or a
-//! fatal error stops every session and cancels its statement.
+//! coordinator (an async task) drains for the time series and the progress line. Ctrl-C
+//! (SIGINT, SIGTERM, SIGHUP) or a fatal error stops every session and cancels its statement;
+//! a session that does not answer within a bounded grace (the server stopped answering) is
+//! cut off and counted lost, so the run always ends and its result is always written.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -19,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::config::OnError;
+use crate::interrupt::Interrupts;
 use crate::stats::{LOG_BUCKETS, LogBuckets, bucket_quantile, new_histogram};
 use crate::workload::{Op, OpKind, OpStream, SessionKind, Workload, session_seed};
 
@@ -42,6 +46,12 @@ pub trait Session: Send + 'static {
     /// Updates keys `lo..=hi` to `value`; returns the rows changed.
     fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError>;
     fn canceller(&self) -> Canceller;
+    /// Shuts the session's connection down from another thread, so a call blocked on a
+    /// server that no longer answers returns at once and the thread hands back what it
+    /// measured; None when the backend cannot (the thread is then abandoned).
+    fn closer(&self) -> Option<Canceller> {
+        None
+    }
     /// Makes the database publish this session's pending statistics now (PostgreSQL 15+:
     /// pg_stat_force_next_flush()), before a snapshot is taken; best effort.
     fn flush_stats(&mut self);
@@ -106,7 +116,23 @@ pub struct DriveConfig {
     pub progress: Duration,
     pub on_error: OnError,
     pub seed: u64,
+    /// How long sessions get to answer once the run is ending (cancel requests sent, or the
+    /// window over) before their connections are shut down and they are counted lost.
+    pub grace: Duration,
 }
+
+/// The grace a run's sessions get by default: a cancelled statement returns in
+/// milliseconds, so seconds only pass when the server has stopped answering.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// How long the driver still waits for a session thread after shutting its connection down
+/// (or after a second interrupt) before it abandons the thread.
+const CLOSE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long past the window's end a session's last operation (a lock wait, a server-engine
+/// loop finishing) may take to return by itself before the grace starts: a healthy server
+/// is not cut off at the window's end, a stopped one still ends the run.
+const END_SLACK: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -147,7 +173,9 @@ pub struct SessionOutcome {
     pub errors: [u64; 2],
     pub rows: [u64; 2],
     pub first_error: Option<SessionError>,
-    /// Why the session stopped: `window`, `interrupted`, `aborted`, `error`.
+    /// Why the session stopped: `window`, `interrupted`, `aborted`, `error`, or `lost`: it did
+    /// not answer within the grace once the run was ending (its connection was shut down;
+    /// what it measured before is kept when its thread handed it back).
     pub ended_by: String,
     #[serde(skip)]
     pub histograms: Option<Box<SessionHistograms>>,
@@ -234,6 +262,8 @@ pub struct DriveOutcome {
     pub timeseries: Vec<IntervalRow>,
     /// This process's CPU during the measured window (all threads).
     pub client_cpu: Option<CpuUsage>,
+    /// Sessions that did not answer within the grace (`ended_by: lost`).
+    pub sessions_lost: u32,
 }
 
 /// What the live progress line shows.
@@ -379,15 +409,16 @@ impl Timeline {
     }
 }
 
-/// Runs the sessions and returns what was measured. `interrupt` resolves on Ctrl-C (or any
-/// other reason to stop early); `on_progress` is called every `progress` period;
+/// Runs the sessions and returns what was measured. The first of `interrupts` (Ctrl-C,
+/// SIGTERM, SIGHUP) stops the run, the second ends the wait for its sessions at once;
+/// `on_progress` is called every `progress` period;
 /// `before_window` runs once every session has finished its warm-up and flushed its
 /// statistics, just before the window opens (the collector's "before" snapshot); an error
 /// from it fails the run before anything is measured.
 pub async fn drive<S, H, HF>(
     sessions: Vec<(SessionSpec, S)>,
     cfg: &DriveConfig,
-    interrupt: impl Future<Output = ()>,
+    interrupts: Interrupts,
     mut on_progress: impl FnMut(&Progress),
     before_window: H,
 ) -> DriveOutcome
@@ -402,8 +433,10 @@ where
     let mut lives = Vec::new();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
     let mut sessions_n = 0;
+    let mut stragglers = Stragglers::new(cfg.grace);
     for (spec, session) in sessions {
         cancellers.push(session.canceller());
+        let closer = session.closer();
         let live = Arc::new(Live::default());
         lives.push(Arc::clone(&live));
         let ops = OpStream::new(
@@ -423,12 +456,18 @@ where
         let spawned = std::thread::Builder::new()
             .name(name.clone())
             .stack_size(SESSION_STACK)
-            .spawn(move || {
-                let outcome = session_loop(session, spec, ops, ctx);
-                let _ = tx.send(outcome);
+            .spawn({
+                let spec = spec.clone();
+                move || {
+                    let outcome = session_loop(session, spec, ops, ctx);
+                    let _ = tx.send(outcome);
+                }
             });
         match spawned {
-            Ok(_) => sessions_n += 1,
+            Ok(_) => {
+                sessions_n += 1;
+                stragglers.add(spec, closer);
+            }
             Err(e) => {
                 // Counted as arrived so the warm-up barrier does not wait for it.
                 drop(Arrival(&arrivals));
@@ -441,8 +480,11 @@ where
     }
     drop(done_tx);
     let mut stop_rx = shared.stop_tx.subscribe();
-    tokio::pin!(interrupt);
+    let interrupt = interrupts.clone().reached(1);
+    let hurry = interrupts.reached(2);
+    tokio::pin!(interrupt, hurry);
     let mut interrupt_done = false;
+    let mut hurried = false;
     let mut stopped_at: Option<Instant> = None;
     // Every session is connected and prepared: release them together.
     let released = Instant::now();
@@ -460,21 +502,36 @@ where
             tokio::select! {
                 _ = arrivals.notify.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = &mut interrupt, if !interrupt_done => {
+                by = &mut interrupt, if !interrupt_done => {
                     interrupt_done = true;
-                    shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+                    shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
                 }
             }
         }
     }
-    if !shared.stopped()
-        && let Err(e) = before_window().await
-    {
-        shared.stop(RunStatus::Failed, e);
+    if !shared.stopped() {
+        // The "before" snapshot talks to the server: an interrupt must not wait for it.
+        let before = tokio::select! {
+            r = before_window() => r,
+            by = &mut interrupt, if !interrupt_done => {
+                interrupt_done = true;
+                Err(format!("interrupted by {by}"))
+            }
+        };
+        if let Err(e) = before {
+            let status = if interrupt_done {
+                RunStatus::Interrupted
+            } else {
+                RunStatus::Failed
+            };
+            shared.stop(status, e);
+        }
     }
     if shared.stopped() {
-        stopped_at = Some(Instant::now());
+        let now = Instant::now();
+        stopped_at = Some(now);
         cancel_all(&cancellers);
+        stragglers.restart(now);
     }
     let measure_from = Instant::now();
     let timeline = Timeline {
@@ -503,7 +560,10 @@ where
         tokio::select! {
             done = done_rx.recv() => {
                 match done {
-                    Some(outcome) => outcomes.push(outcome),
+                    Some(mut outcome) => {
+                        stragglers.arrived(&mut outcome);
+                        outcomes.push(outcome);
+                    }
                     None => {
                         if outcomes.len() < sessions_n {
                             // A thread that panicked drops its sender without an outcome.
@@ -518,6 +578,11 @@ where
             }
             _ = tokio::time::sleep_until(next_tick.into()) => {
                 let now = Instant::now();
+                if let Some(end) = timeline.end
+                    && now >= end
+                {
+                    stragglers.ending(end + END_SLACK);
+                }
                 {
                     let row = drain(&lives, &mut counts, timeline, last_drain, now);
                     last_drain = now;
@@ -532,18 +597,31 @@ where
                     }
                 }
             }
-            _ = &mut interrupt, if !interrupt_done => {
+            by = &mut interrupt, if !interrupt_done => {
                 interrupt_done = true;
-                shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+            }
+            by = &mut hurry, if !hurried => {
+                hurried = true;
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+                stragglers.close_all(Instant::now());
             }
             _ = stop_rx.changed(), if stopped_at.is_none() => {
                 if *stop_rx.borrow() {
-                    stopped_at = Some(Instant::now());
+                    let now = Instant::now();
+                    stopped_at = Some(now);
                     cancel_all(&cancellers);
+                    stragglers.restart(now);
+                }
+            }
+            _ = sleep_until_opt(stragglers.deadline()) => {
+                if stragglers.on_deadline(Instant::now()) {
+                    break;
                 }
             }
         }
     }
+    let sessions_lost = stragglers.finish(&mut outcomes, &shared);
     let end_instant = match (timeline.end, stopped_at) {
         (_, Some(s)) => s,
         (Some(end), None) => end,
@@ -578,6 +656,126 @@ where
         histograms,
         timeseries,
         client_cpu,
+        sessions_lost,
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The sessions the driver still waits for, and the bounded grace they get once the run is
+/// ending. A session blocked in a read on a server that stopped answering (its processes
+/// stopped, a network partition) would otherwise keep the run, and Ctrl-C, waiting for
+/// ever. `grace` after the cancel requests (or `END_SLACK` + `grace` after the window's
+/// end, for a session that does not come back by itself) its connection is shut
+/// down from here (the backend's closer: shutdown(2) on a duplicate of its socket), which
+/// makes the blocked read return at once, so the thread still hands back what it measured.
+/// A thread that has not answered `CLOSE_WAIT` later is abandoned (detached) and counted
+/// lost with nothing measured. Shutting sockets down, rather than only abandoning threads,
+/// keeps the lost sessions' measurements and frees their connections.
+struct Stragglers {
+    pending: BTreeMap<u32, (SessionSpec, Option<Canceller>)>,
+    grace: Duration,
+    close_at: Option<Instant>,
+    give_up_at: Option<Instant>,
+    /// Sessions whose connection was shut down: they did not answer in time.
+    closed: BTreeSet<u32>,
+}
+
+impl Stragglers {
+    fn new(grace: Duration) -> Stragglers {
+        Stragglers {
+            pending: BTreeMap::new(),
+            grace,
+            close_at: None,
+            give_up_at: None,
+            closed: BTreeSet::new(),
+        }
+    }
+
+    fn add(&mut self, spec: SessionSpec, closer: Option<Canceller>) {
+        self.pending.insert(spec.index, (spec, closer));
+    }
+
+    /// The window is over and sessions should return by `at`: the grace starts then, unless
+    /// a stop started it already.
+    fn ending(&mut self, at: Instant) {
+        if self.close_at.is_none() {
+            self.close_at = Some(at + self.grace);
+        }
+    }
+
+    /// The run stops at `at` (cancel requests sent): the grace starts now, unless it started
+    /// earlier.
+    fn restart(&mut self, at: Instant) {
+        let close = at + self.grace;
+        self.close_at = Some(self.close_at.map_or(close, |c| c.min(close)));
+    }
+
+    /// A session handed its outcome back.
+    fn arrived(&mut self, outcome: &mut SessionOutcome) {
+        self.pending.remove(&outcome.spec.index);
+        if self.closed.contains(&outcome.spec.index) {
+            outcome.ended_by = "lost".into();
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.give_up_at.or(self.close_at)
+    }
+
+    /// The deadline passed: shuts the stragglers' connections down, or (the second time)
+    /// gives up on them; true when the driver should stop waiting.
+    fn on_deadline(&mut self, now: Instant) -> bool {
+        if self.give_up_at.is_some() {
+            return true;
+        }
+        self.close_all(now);
+        false
+    }
+
+    /// Shuts every pending session's connection down now; the threads get `CLOSE_WAIT`.
+    fn close_all(&mut self, now: Instant) {
+        for (index, (_, closer)) in &self.pending {
+            if let Some(close) = closer {
+                close();
+            }
+            self.closed.insert(*index);
+        }
+        let give_up = now + CLOSE_WAIT;
+        self.give_up_at = Some(self.give_up_at.map_or(give_up, |g| g.min(give_up)));
+    }
+
+    /// Adds an outcome for every session that never answered, counts the lost ones and
+    /// says so in the run's status: a run that lost sessions is not `ok`.
+    fn finish(self, outcomes: &mut Vec<SessionOutcome>, shared: &Shared) -> u32 {
+        let grace_s = self.grace.as_secs_f64();
+        for (_, (spec, _)) in self.pending {
+            let mut o = SessionOutcome::new(spec);
+            o.ended_by = "lost".into();
+            outcomes.push(o);
+        }
+        let lost = outcomes.iter().filter(|o| o.ended_by == "lost").count() as u32;
+        if lost > 0 {
+            let what = format!(
+                "{lost} session(s) did not answer within {grace_s} s and were counted lost \
+                 (the server stopped answering?)"
+            );
+            shared.stop(RunStatus::Failed, what.clone());
+            if let Ok(mut r) = shared.reason.lock()
+                && let Some((_, message)) = r.as_mut()
+                && !message.contains(&what)
+            {
+                message.push_str("; ");
+                message.push_str(&what);
+            }
+        }
+        lost
     }
 }
 
@@ -804,6 +1002,10 @@ pub trait LoopSession: Send + 'static {
     /// Runs the loop for `seconds` and returns its counts; blocks.
     fn run_loop(&mut self, seconds: f64) -> Result<LoopCounts, OpError>;
     fn canceller(&self) -> Canceller;
+    /// As [`Session::closer`].
+    fn closer(&self) -> Option<Canceller> {
+        None
+    }
     fn flush_stats(&mut self);
 }
 
@@ -813,7 +1015,8 @@ pub trait LoopSession: Send + 'static {
 pub async fn drive_loops<S, H, HF>(
     sessions: Vec<(SessionSpec, S)>,
     run_time: Duration,
-    interrupt: impl Future<Output = ()>,
+    grace: Duration,
+    interrupts: Interrupts,
     before_window: H,
 ) -> DriveOutcome
 where
@@ -822,9 +1025,22 @@ where
     HF: Future<Output = Result<(), String>>,
 {
     let shared = Shared::new();
-    if let Err(e) = before_window().await {
-        shared.stop(RunStatus::Failed, e);
+    let interrupt = interrupts.clone().reached(1);
+    let hurry = interrupts.reached(2);
+    tokio::pin!(interrupt, hurry);
+    let mut interrupt_done = false;
+    let mut hurried = false;
+    let before = tokio::select! {
+        r = before_window() => r.map_err(|e| (RunStatus::Failed, e)),
+        by = &mut interrupt => {
+            interrupt_done = true;
+            Err((RunStatus::Interrupted, format!("interrupted by {by}")))
+        }
+    };
+    if let Err((status, e)) = before {
+        shared.stop(status, e);
     }
+    let mut stragglers = Stragglers::new(grace);
     let measure_from = Instant::now();
     let timeline = Timeline {
         measure_from,
@@ -839,14 +1055,16 @@ where
     if !shared.stopped() {
         for (spec, mut session) in sessions {
             cancellers.push(session.canceller());
+            let closer = session.closer();
             let tx = done_tx.clone();
             let sh = Arc::clone(&shared);
             let name = spec.name.clone();
+            let thread_spec = spec.clone();
             let spawned = std::thread::Builder::new()
                 .name(name.clone())
                 .stack_size(SESSION_STACK)
                 .spawn(move || {
-                    let mut outcome = SessionOutcome::new(spec);
+                    let mut outcome = SessionOutcome::new(thread_spec);
                     if sh.wait_for(|b| b.go).is_some() {
                         let t0 = Instant::now();
                         let r = session.run_loop(run_time.as_secs_f64());
@@ -890,7 +1108,10 @@ where
                     let _ = tx.send(outcome);
                 });
             match spawned {
-                Ok(_) => sessions_n += 1,
+                Ok(_) => {
+                    sessions_n += 1;
+                    stragglers.add(spec, closer);
+                }
                 Err(e) => shared.stop(
                     RunStatus::Failed,
                     format!("could not start the thread of {name}: {e}"),
@@ -900,15 +1121,19 @@ where
     }
     drop(done_tx);
     shared.post(|b| b.go = Some(measure_from));
+    // Each loop ends itself at run_time; one that has not returned long after (the server
+    // stopped answering) is cut off like a stopped run's sessions.
+    stragglers.ending(measure_from + run_time + END_SLACK);
     let mut stop_rx = shared.stop_tx.subscribe();
-    tokio::pin!(interrupt);
-    let mut interrupt_done = false;
     let mut stopped_at: Option<Instant> = None;
     let mut outcomes = Vec::new();
     loop {
         tokio::select! {
             done = done_rx.recv() => match done {
-                Some(o) => outcomes.push(o),
+                Some(mut o) => {
+                    stragglers.arrived(&mut o);
+                    outcomes.push(o);
+                }
                 None => {
                     if outcomes.len() < sessions_n {
                         shared.stop(
@@ -919,18 +1144,31 @@ where
                     break;
                 }
             },
-            _ = &mut interrupt, if !interrupt_done => {
+            by = &mut interrupt, if !interrupt_done => {
                 interrupt_done = true;
-                shared.stop(RunStatus::Interrupted, "interrupted by Ctrl-C".into());
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+            }
+            by = &mut hurry, if !hurried => {
+                hurried = true;
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+                stragglers.close_all(Instant::now());
             }
             _ = stop_rx.changed(), if stopped_at.is_none() => {
                 if *stop_rx.borrow() {
-                    stopped_at = Some(Instant::now());
+                    let now = Instant::now();
+                    stopped_at = Some(now);
                     cancel_all(&cancellers);
+                    stragglers.restart(now);
+                }
+            }
+            _ = sleep_until_opt(stragglers.deadline()) => {
+                if stragglers.on_deadline(Instant::now()) {
+                    break;
                 }
             }
         }
     }
+    let sessions_lost = stragglers.finish(&mut outcomes, &shared);
     let end_instant = stopped_at
         .or_else(|| outcomes.iter().filter_map(|o| o.last_end_at).max())
         .unwrap_or(measure_from)
@@ -949,6 +1187,7 @@ where
         histograms,
         timeseries: Vec::new(),
         client_cpu,
+        sessions_lost,
     }
 }
 
@@ -1212,6 +1451,7 @@ mod tests {
             progress: Duration::ZERO,
             on_error: OnError::Abort,
             seed: 1,
+            grace: STOP_GRACE,
         }
     }
 
@@ -1274,7 +1514,7 @@ mod tests {
         let out = drive(
             fakes(3, None),
             &cfg(WindowSpec::Loops(50), 20),
-            std::future::pending(),
+            Interrupts::never(),
             |_| {},
             ok,
         )
@@ -1295,7 +1535,7 @@ mod tests {
         let out = drive(
             fakes(2, None),
             &cfg(WindowSpec::Time(Duration::from_millis(300)), 0),
-            std::future::pending(),
+            Interrupts::never(),
             |_| {},
             ok,
         )
@@ -1314,7 +1554,7 @@ mod tests {
         let out = drive(
             fakes(2, Some(5)),
             &cfg(WindowSpec::Loops(100), 0),
-            std::future::pending(),
+            Interrupts::never(),
             |_| {},
             ok,
         )
@@ -1323,7 +1563,7 @@ mod tests {
         assert!(out.error.as_deref().unwrap_or("").contains("boom"));
         let mut c = cfg(WindowSpec::Loops(20), 0);
         c.on_error = OnError::Continue;
-        let out = drive(fakes(2, Some(5)), &c, std::future::pending(), |_| {}, ok).await;
+        let out = drive(fakes(2, Some(5)), &c, Interrupts::never(), |_| {}, ok).await;
         assert_eq!(out.status, RunStatus::Ok);
         for s in &out.sessions {
             assert_eq!((s.ops[0], s.errors[0]), (5, 15));
@@ -1339,7 +1579,7 @@ mod tests {
         let out = drive(
             fakes(2, None),
             &cfg(WindowSpec::Time(Duration::from_secs(60)), 0),
-            tokio::time::sleep(Duration::from_millis(200)),
+            Interrupts::after(Duration::from_millis(200)),
             |_| {},
             ok,
         )
@@ -1347,6 +1587,124 @@ mod tests {
         assert_eq!(out.status, RunStatus::Interrupted);
         assert!(out.measured_s < 1.0, "{}", out.measured_s);
         assert!(out.sessions.iter().all(|s| s.ended_by == "interrupted"));
+    }
+
+    /// A session whose server stops answering after `answers` operations: its call blocks
+    /// until the connection is shut down (when it has a closer), cancel requests go
+    /// unanswered.
+    struct HangingSession {
+        answers: u64,
+        done: u64,
+        closable: bool,
+        shut: Arc<(Mutex<bool>, Condvar)>,
+    }
+
+    impl Session for HangingSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.done += 1;
+            if self.done <= self.answers {
+                std::thread::sleep(Duration::from_millis(1));
+                return Ok((hi - lo + 1) as u64);
+            }
+            let (lock, cv) = &*self.shut;
+            let mut shut = lock.lock().unwrap();
+            while !*shut {
+                shut = cv.wait(shut).unwrap();
+            }
+            Err(OpError {
+                message: "connection closed".into(),
+                fatal: true,
+            })
+        }
+        fn update(&mut self, lo: i64, hi: i64, _: &str) -> Result<u64, OpError> {
+            self.read(lo, hi)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn closer(&self) -> Option<Canceller> {
+            let shut = Arc::clone(&self.shut);
+            self.closable.then(|| -> Canceller {
+                Arc::new(move || {
+                    *shut.0.lock().unwrap() = true;
+                    shut.1.notify_all();
+                })
+            })
+        }
+        fn flush_stats(&mut self) {}
+    }
+
+    fn hanging(closable: bool) -> Vec<(SessionSpec, HangingSession)> {
+        session_specs(2, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                let answers = if s.index == 0 { u64::MAX } else { 20 };
+                (
+                    s,
+                    HangingSession {
+                        answers,
+                        done: 0,
+                        closable,
+                        shut: Arc::new((Mutex::new(false), Condvar::new())),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    // The server stopped answering: sessions blocked in recv kept the driver, and Ctrl-C,
+    // waiting for ever.
+    #[tokio::test]
+    async fn a_session_that_never_answers_is_cut_off_after_the_grace_and_counted_lost() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_secs(60)), 0);
+        c.grace = Duration::from_millis(300);
+        for closable in [true, false] {
+            let started = Instant::now();
+            let out = drive(
+                hanging(closable),
+                &c,
+                Interrupts::after(Duration::from_millis(300)),
+                |_| {},
+                ok,
+            )
+            .await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(5), "{took:?}");
+            assert_eq!(out.status, RunStatus::Interrupted);
+            assert_eq!(out.sessions_lost, 1, "closable {closable}");
+            assert_eq!(out.sessions.len(), 2, "the lost session is in the result");
+            let lost = &out.sessions[1];
+            assert_eq!(lost.ended_by, "lost");
+            assert_eq!(out.sessions[0].ended_by, "interrupted");
+            if closable {
+                assert_eq!(lost.ops[0], 20, "what it measured before is kept");
+            } else {
+                assert_eq!(lost.ops[0], 0, "an abandoned thread's outcome is unknown");
+            }
+            assert!(
+                out.error
+                    .unwrap_or_default()
+                    .contains("1 session(s) did not answer")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_interrupt_ends_the_wait_at_once() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_secs(60)), 0);
+        c.grace = Duration::from_secs(30);
+        let started = Instant::now();
+        let out = drive(
+            hanging(true),
+            &c,
+            Interrupts::after_each(&[Duration::from_millis(200), Duration::from_millis(400)]),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert_eq!(out.sessions_lost, 1);
     }
 
     #[tokio::test]
@@ -1358,7 +1716,7 @@ mod tests {
         let out = drive(
             fakes(2, None),
             &c,
-            std::future::pending(),
+            Interrupts::never(),
             |_| {},
             move || async move {
                 flag.store(true, Ordering::SeqCst);
@@ -1376,7 +1734,7 @@ mod tests {
         let out = drive(
             fakes(2, None),
             &c,
-            std::future::pending(),
+            Interrupts::never(),
             |_| {},
             || async { Err("snapshot failed: permission denied".to_string()) },
         )

@@ -23,6 +23,11 @@ pub enum CoreError {
     #[error("{key}: {message}")]
     Invalid { key: String, message: String },
 
+    /// A result folder that cannot receive the results: not a folder, already used, or
+    /// not writable.
+    #[error("result folder {}: {message}", path.display())]
+    OutDir { path: PathBuf, message: String },
+
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -388,42 +388,66 @@ pub fn render_text(base: &StepSet, current: &StepSet, rows: &[RegressRow]) -> St
     o
 }
 
-/// JUnit XML: one test case per step and metric, a failure for each regression.
-pub fn render_junit(rows: &[RegressRow]) -> String {
-    let failures = rows.iter().filter(|r| r.regressed).count();
+/// A JUnit test case: its class and name, and the failure message when it failed.
+pub struct JunitCase {
+    pub class: String,
+    pub name: String,
+    pub failure: Option<String>,
+}
+
+/// JUnit XML of one suite, as CI systems read it (`dbio regress`, `dbio history check`).
+pub fn junit(suite: &str, cases: &[JunitCase]) -> String {
+    let failures = cases.iter().filter(|c| c.failure.is_some()).count();
+    let suite = escape(suite);
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         o,
-        "<testsuites name=\"dbio regress\" tests=\"{}\" failures=\"{failures}\">\n<testsuite name=\"dbio regress\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        rows.len(),
-        rows.len()
+        "<testsuites name=\"{suite}\" tests=\"{}\" failures=\"{failures}\">\n<testsuite name=\"{suite}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        cases.len(),
+        cases.len()
     );
-    for r in rows {
-        let name = escape(&r.metric);
-        let class = escape(&format!("dbio.regress.{}", r.step));
-        if r.regressed {
-            let message = format!(
-                "{}: baseline {} current {} change {} allowed {}",
-                r.note,
-                num(r.baseline),
-                num(r.current),
-                r.change_pct
-                    .map(|c| format!("{c:+.1}%"))
-                    .unwrap_or_else(|| "-".into()),
-                allowed(r)
-            );
-            let _ = writeln!(
-                o,
-                "  <testcase classname=\"{class}\" name=\"{name}\"><failure message=\"{}\" type=\"regression\">{}</failure></testcase>",
-                escape(&message),
-                escape(&message)
-            );
-        } else {
-            let _ = writeln!(o, "  <testcase classname=\"{class}\" name=\"{name}\"/>");
+    for c in cases {
+        let (class, name) = (escape(&c.class), escape(&c.name));
+        match &c.failure {
+            Some(message) => {
+                let _ = writeln!(
+                    o,
+                    "  <testcase classname=\"{class}\" name=\"{name}\"><failure message=\"{}\" type=\"regression\">{}</failure></testcase>",
+                    escape(message),
+                    escape(message)
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  <testcase classname=\"{class}\" name=\"{name}\"/>");
+            }
         }
     }
     o.push_str("</testsuite>\n</testsuites>\n");
     o
+}
+
+/// JUnit XML: one test case per step and metric, a failure for each regression.
+pub fn render_junit(rows: &[RegressRow]) -> String {
+    let cases: Vec<JunitCase> = rows
+        .iter()
+        .map(|r| JunitCase {
+            class: format!("dbio.regress.{}", r.step),
+            name: r.metric.clone(),
+            failure: r.regressed.then(|| {
+                format!(
+                    "{}: baseline {} current {} change {} allowed {}",
+                    r.note,
+                    num(r.baseline),
+                    num(r.current),
+                    r.change_pct
+                        .map(|c| format!("{c:+.1}%"))
+                        .unwrap_or_else(|| "-".into()),
+                    allowed(r)
+                )
+            }),
+        })
+        .collect();
+    junit("dbio regress", &cases)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::RunEngine;
+use crate::config::{Engine, RunEngine};
 use crate::dbstats::WaitRow;
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
@@ -27,6 +27,14 @@ pub fn render_text(r: &RunResult) -> String {
     if let Some(e) = &r.error {
         let _ = writeln!(o, "error: {e}");
     }
+    if r.sessions_lost > 0 {
+        let _ = writeln!(
+            o,
+            "lost      {} of {} session(s) did not answer and were cut off",
+            r.sessions_lost,
+            r.sessions.len()
+        );
+    }
     let env = &r.environment;
     let _ = writeln!(o, "target    {}", env.target);
     let _ = writeln!(
@@ -40,6 +48,16 @@ pub fn render_text(r: &RunResult) -> String {
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
         .collect();
     let _ = writeln!(o, "settings  {}", settings.join(" "));
+    if let Some(t) = &env.session_tls {
+        let line = match (&t.protocol, &t.cipher) {
+            (Some(p), Some(c)) => format!(
+                "{p} {c} ({} of {} sessions)",
+                t.sessions_with_tls, t.sessions
+            ),
+            _ => format!("off: the {} sessions connected in plaintext", t.sessions),
+        };
+        let _ = writeln!(o, "tls       {line}");
+    }
     let ds = &env.data_set;
     let _ = writeln!(
         o,
@@ -184,7 +202,56 @@ fn opt(v: Option<f64>, prec: usize) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// The words the database sections put on an engine's figures, so that an Oracle result
+/// never speaks of shared_buffers or WAL, nor a PostgreSQL one of redo.
+struct Words {
+    read_requests: &'static str,
+    cache: &'static str,
+    writes: &'static str,
+    write_unit: &'static str,
+    io_writes: &'static str,
+    log: [&'static str; 3],
+    db_time_source: &'static str,
+    /// Checkpoints and autovacuum in the window (PostgreSQL's own maintenance).
+    maintenance: bool,
+    read_event: &'static str,
+    foreground: &'static str,
+    background: &'static str,
+}
+
+fn words(engine: Engine) -> Words {
+    match engine {
+        Engine::Postgres => Words {
+            read_requests: "/s (missed shared_buffers)",
+            cache: "% (shared_buffers only)",
+            writes: "Data-file writes",
+            write_unit: "blocks/s",
+            io_writes: "data-file writes/s",
+            log: ["WAL", "WAL writes", "WAL syncs"],
+            db_time_source: " (pg_stat_database.active_time)",
+            maintenance: true,
+            read_event: "IO:DataFileRead",
+            foreground: "dbio sessions",
+            background: "Background events (server processes, sampled)",
+        },
+        Engine::Oracle => Words {
+            read_requests: "/s (data-file read requests, as SLOB's awr_info)",
+            cache: "% (buffer cache only)",
+            writes: "Data-file write requests",
+            write_unit: "/s",
+            io_writes: "data-file write requests/s",
+            log: ["Redo", "Redo writes", "Log file syncs"],
+            db_time_source: " (V$SYS_TIME_MODEL)",
+            maintenance: false,
+            read_event: "db file sequential read",
+            foreground: "foreground sessions",
+            background: "Background events (background processes: all waits less foreground)",
+        },
+    }
+}
+
 fn db_sections(o: &mut String, r: &RunResult) {
+    let words = words(r.engine);
     let _ = writeln!(o);
     let Some(db) = &r.db else {
         let _ = writeln!(
@@ -208,7 +275,7 @@ fn db_sections(o: &mut String, r: &RunResult) {
         (
             "DB read requests",
             format!("{:.1}", db.read_iops),
-            "/s (missed shared_buffers)",
+            words.read_requests,
         ),
         (
             "DB blocks read",
@@ -224,16 +291,16 @@ fn db_sections(o: &mut String, r: &RunResult) {
         (
             "Buffer hit ratio",
             opt(db.buffer_hit_ratio.map(|h| 100.0 * h), 2),
-            "% (shared_buffers only)",
+            words.cache,
         ),
         (
-            "Data-file writes",
+            words.writes,
             format!("{:.1}", db.write_iops),
-            "blocks/s",
+            words.write_unit,
         ),
-        ("WAL", opt(db.wal_bytes_per_s, 0), "bytes/s"),
-        ("WAL writes", opt(db.wal_writes_per_s, 1), "/s"),
-        ("WAL syncs", opt(db.wal_syncs_per_s, 1), "/s"),
+        (words.log[0], opt(db.wal_bytes_per_s, 0), "bytes/s"),
+        (words.log[1], opt(db.wal_writes_per_s, 1), "/s"),
+        (words.log[2], opt(db.wal_syncs_per_s, 1), "/s"),
         ("Commits", format!("{:.1}", db.commits_per_s), "/s"),
         (
             "Operations (client)",
@@ -244,20 +311,25 @@ fn db_sections(o: &mut String, r: &RunResult) {
     for (name, value, unit) in rows {
         let _ = writeln!(o, "  {name:<22} {value:>14} {unit}");
     }
-    let _ = writeln!(
+    let _ = write!(
         o,
-        "  {:<22} {:>14} s{}; checkpoints in window {}; autovacuum {} / autoanalyze {} on dbio's tables",
+        "  {:<22} {:>14} s{}",
         "DB time",
         opt(db.db_time_s, 2),
         if db.db_time_s.is_some() {
-            " (pg_stat_database.active_time)"
+            words.db_time_source
         } else {
             ""
         },
-        db.checkpoints,
-        db.autovacuum_runs,
-        db.autoanalyze_runs
     );
+    if words.maintenance {
+        let _ = write!(
+            o,
+            "; checkpoints in window {}; autovacuum {} / autoanalyze {} on dbio's tables",
+            db.checkpoints, db.autovacuum_runs, db.autoanalyze_runs
+        );
+    }
+    let _ = writeln!(o);
     if let Some(calls) = db.counters.get("pgss.calls") {
         let c = |k: &str| db.counters.get(k).copied().unwrap_or(0.0);
         let _ = writeln!(
@@ -272,12 +344,17 @@ fn db_sections(o: &mut String, r: &RunResult) {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "Top foreground events (dbio sessions; {} samples every {:.0} ms, {:.1} ms achieved; DB time {:.2} s {})",
-            w.samples, w.period_ms, w.achieved_period_ms, w.db_time_s, w.db_time_source
+            "Top foreground events ({}; {} samples every {:.0} ms, {:.1} ms achieved; DB time {:.2} s {})",
+            words.foreground,
+            w.samples,
+            w.period_ms,
+            w.achieved_period_ms,
+            w.db_time_s,
+            w.db_time_source
         );
         wait_table(o, &w.foreground);
         if !w.background.is_empty() {
-            let _ = writeln!(o, "Background events (server processes, sampled)");
+            let _ = writeln!(o, "{}", words.background);
             wait_table(o, &w.background);
         }
         let _ = writeln!(
@@ -289,10 +366,11 @@ fn db_sections(o: &mut String, r: &RunResult) {
     let _ = writeln!(o, "I/O");
     let _ = writeln!(
         o,
-        "  database: {:.1} read requests/s, average {} µs; {:.1} data-file writes/s",
+        "  database: {:.1} read requests/s, average {} µs; {:.1} {}",
         db.read_iops,
         opt(db.avg_read_latency_us, 1),
-        db.write_iops
+        db.write_iops,
+        words.io_writes
     );
     match &r.device {
         Some(d) => {
@@ -333,7 +411,7 @@ fn db_sections(o: &mut String, r: &RunResult) {
             opt(c.latency_ratio, 2)
         );
     }
-    let line = db.io_event_line("IO:DataFileRead");
+    let line = db.io_event_line(words.read_event);
     let _ = writeln!(o);
     let _ = writeln!(o, "Run | Event | Waits | Time(s) | Latency(µs) | IOPS");
     let _ = writeln!(
@@ -474,6 +552,101 @@ pub fn render_csv(r: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn result(engine: Engine) -> RunResult {
+        let config = crate::config::Config {
+            engine,
+            ..Default::default()
+        };
+        let db = crate::dbstats::DbMetrics {
+            seconds: 10.0,
+            read_iops: 100.0,
+            write_iops: 5.0,
+            db_time_s: Some(12.0),
+            valid: true,
+            ..Default::default()
+        };
+        let ctx = crate::result::RunContext {
+            config,
+            environment: crate::result::Environment {
+                dbio_version: "0".into(),
+                client_host: "h".into(),
+                target: "t".into(),
+                session_tls: None,
+                server_version: "v".into(),
+                server_version_num: 0,
+                settings: Default::default(),
+                data_set: crate::result::DataSetInfo {
+                    schemas: 1,
+                    scale_blocks: 1,
+                    block_size: 8192,
+                    table_bytes: 8192,
+                    schemas_used: vec![],
+                },
+            },
+            warnings: vec![],
+            db: Some(db),
+            waits: Some(crate::dbstats::WaitProfile::default()),
+            device: None,
+            calibration: None,
+        };
+        let now = chrono::Utc::now();
+        let outcome = crate::driver::DriveOutcome {
+            status: RunStatus::Ok,
+            error: None,
+            start: now,
+            end: now,
+            measured_s: 10.0,
+            warmup_s: 0.0,
+            sessions: vec![],
+            histograms: [crate::stats::new_histogram(), crate::stats::new_histogram()],
+            timeseries: vec![],
+            client_cpu: None,
+            sessions_lost: 0,
+        };
+        RunResult::build(
+            ctx,
+            crate::driver::WindowSpec::Time(std::time::Duration::from_secs(10)),
+            outcome,
+        )
+    }
+
+    // Regression: report.txt spoke of shared_buffers, WAL and blocks/s for Oracle results,
+    // whose writes are requests and whose log is redo.
+    #[test]
+    fn oracle_results_use_oracle_words() {
+        let text = render_text(&result(Engine::Oracle));
+        for pg in [
+            "shared_buffers",
+            "WAL",
+            "blocks/s",
+            "pg_stat",
+            "autovacuum",
+            "IO:DataFileRead",
+        ] {
+            assert!(!text.contains(pg), "{pg} in an Oracle report:\n{text}");
+        }
+        for word in [
+            "Data-file write requests",
+            "Redo writes",
+            "Log file syncs",
+            "buffer cache only",
+            "V$SYS_TIME_MODEL",
+            "db file sequential read",
+        ] {
+            assert!(text.contains(word), "{word} missing:\n{text}");
+        }
+        let pg = render_text(&result(Engine::Postgres));
+        for word in [
+            "missed shared_buffers",
+            "WAL syncs",
+            "blocks/s",
+            "autovacuum",
+            "IO:DataFileRead",
+        ] {
+            assert!(pg.contains(word), "{word} missing:\n{pg}");
+        }
+    }
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {

@@ -3,7 +3,7 @@
 //! collector's figures (null where they could not be collected, with a warning saying why).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,10 @@ pub struct RunResult {
     pub window: Window,
     pub client: ClientMetrics,
     pub sessions: Vec<SessionOutcome>,
+    /// Sessions that did not answer within the grace once the run was ending (the server
+    /// stopped answering): their connections were shut down (`sessions[].ended_by: lost`).
+    #[serde(default)]
+    pub sessions_lost: u32,
     pub timeseries: Vec<IntervalRow>,
     /// Database statistics over the window (collector); null when not collected.
     pub db: Option<DbMetrics>,
@@ -58,6 +62,50 @@ pub struct Environment {
     /// the server does not have the setting.
     pub settings: BTreeMap<String, Option<String>>,
     pub data_set: DataSetInfo,
+    /// Whether the measured sessions' connections used TLS, with the protocol and cipher
+    /// suite; null where the engine does not report it (Oracle).
+    #[serde(default)]
+    pub session_tls: Option<SessionTls>,
+}
+
+/// TLS on the measured sessions' connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionTls {
+    /// Every session used TLS.
+    pub used: bool,
+    pub sessions: u32,
+    pub sessions_with_tls: u32,
+    /// `TLSv1.3`, `TLSv1.2`; null when no session used TLS.
+    pub protocol: Option<String>,
+    /// The negotiated cipher suite (IANA name); null when no session used TLS.
+    pub cipher: Option<String>,
+}
+
+impl SessionTls {
+    /// From each session's (protocol, cipher), None for a plaintext session; when sessions
+    /// differ, the first TLS session's are shown.
+    pub fn of<'a>(sessions: impl IntoIterator<Item = Option<(&'a str, &'a str)>>) -> SessionTls {
+        let mut out = SessionTls {
+            used: true,
+            sessions: 0,
+            sessions_with_tls: 0,
+            protocol: None,
+            cipher: None,
+        };
+        for s in sessions {
+            out.sessions += 1;
+            match s {
+                Some((protocol, cipher)) => {
+                    out.sessions_with_tls += 1;
+                    out.protocol.get_or_insert_with(|| protocol.to_string());
+                    out.cipher.get_or_insert_with(|| cipher.to_string());
+                }
+                None => out.used = false,
+            }
+        }
+        out.used &= out.sessions > 0;
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +216,13 @@ impl RunResult {
             warnings
                 .push("the run was interrupted: rates cover the time until the interrupt".into());
         }
+        if outcome.sessions_lost > 0 {
+            warnings.push(format!(
+                "{} session(s) lost: they did not answer within the grace once the run was ending, \
+                 and their connections were shut down; figures cover what they had measured before",
+                outcome.sessions_lost
+            ));
+        }
         RunResult {
             format: RESULT_FORMAT,
             status: outcome.status,
@@ -205,6 +260,7 @@ impl RunResult {
                 update,
             },
             sessions: outcome.sessions,
+            sessions_lost: outcome.sessions_lost,
             timeseries: outcome.timeseries,
             db: ctx.db,
             waits: ctx.waits,
@@ -212,18 +268,6 @@ impl RunResult {
             calibration: ctx.calibration,
             warnings,
         }
-    }
-
-    /// Writes `result.json` atomically (a temporary file renamed into place), so a reader
-    /// never sees half a result.
-    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, CoreError> {
-        let path = dir.join("result.json");
-        let text = serde_json::to_string_pretty(self).map_err(|e| CoreError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(&path, text.as_bytes())?;
-        Ok(path)
     }
 
     /// Reads a result document; a malformed, truncated or newer one is a clear error.
@@ -309,15 +353,4 @@ pub fn printable(text: &str) -> String {
         }
     }
     o
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CoreError> {
-    let io = |source| CoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }

@@ -143,6 +143,7 @@ mod tests {
             target: "host=h".into(),
             server_version: "x".into(),
             server_version_num: version_num,
+            session_tls: Default::default(),
             settings: BTreeMap::from([
                 (
                     "shared_buffers".to_string(),

@@ -9,6 +9,7 @@
 //! can be had there). The error a machine without Oracle Instant Client meets is tested with
 //! the real binary.
 
+pub mod loader;
 pub mod metrics;
 pub mod sql;
 
@@ -61,6 +62,39 @@ impl OracleError {
                 message,
             }
         }
+    }
+}
+
+/// Runs `attempt` on its own thread and waits at most `timeout` for it. The `oracle` crate's
+/// Connector has no connect timeout, so a connection attempt to a host that never answers
+/// would hang dbio; past the deadline the attempt is abandoned (its thread ends when the
+/// network gives up) and the user is told which setting to raise. Exit 2, as for an
+/// unreachable target.
+pub fn within<T: Send + 'static>(
+    timeout: std::time::Duration,
+    what: &str,
+    attempt: impl FnOnce() -> Result<T, OracleError> + Send + 'static,
+) -> Result<T, OracleError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("dbio-oracle-connect".into())
+        .spawn(move || {
+            let _ = tx.send(attempt());
+        })
+        .map_err(|e| OracleError::Failed {
+            context: format!("starting {what}"),
+            message: e.to_string(),
+        })?;
+    match rx.recv_timeout(timeout) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(OracleError::Usage(format!(
+            "{what} did not finish within {timeout:?} (target.connect_timeout): check the host, port \
+             and service, or raise target.connect_timeout"
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(OracleError::Failed {
+            context: what.to_string(),
+            message: "the attempt ended abnormally".into(),
+        }),
     }
 }
 
@@ -149,6 +183,38 @@ mod tests {
         let other =
             OracleError::from_client("connecting", "ORA-01017: invalid username/password".into());
         assert_eq!(other.exit_code(), 1);
+    }
+
+    #[test]
+    fn a_connection_attempt_that_hangs_is_given_up_at_the_connect_timeout() {
+        use std::time::{Duration, Instant};
+        let started = Instant::now();
+        let e = within(Duration::from_millis(200), "connecting to u@//db/X", || {
+            std::thread::sleep(Duration::from_secs(30));
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(
+            m.contains("connecting to u@//db/X") && m.contains("target.connect_timeout"),
+            "{m}"
+        );
+        // An attempt that answers in time passes its own result through, error or not.
+        assert_eq!(within(Duration::from_secs(5), "x", || Ok(7)).unwrap(), 7);
+        let e = within::<()>(Duration::from_secs(5), "x", || {
+            Err(OracleError::from_client(
+                "connecting",
+                "ORA-12514: no listener".into(),
+            ))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("ORA-12514"));
     }
 
     #[test]

@@ -1,11 +1,27 @@
 //! The collector's arithmetic, without a database: two snapshots of GV$INSTANCE,
-//! GV$SYSSTAT and GV$SYSTEM_EVENT (one row set per instance, so RAC is covered) become the
-//! engine-neutral `DbMetrics` and `WaitProfile` that result.json and report.txt show for
-//! PostgreSQL too. IOPS come from I/O requests ("physical read total IO requests"), never
-//! from blocks. An instance that restarted inside the window (its startup time changed, or a
-//! counter went backwards) makes the figures invalid, and says so.
+//! GV$SYSSTAT, GV$SYS_TIME_MODEL, GV$SYSTEM_EVENT and GV$EVENT_HISTOGRAM_MICRO (one row set
+//! per instance, so RAC is covered) become the engine-neutral `DbMetrics` and `WaitProfile`
+//! that result.json and report.txt show for PostgreSQL too, computed as AWR and SLOB's
+//! awr_info compute them:
+//!
+//! - read and write IOPS from I/O *requests*, as awr_info: 'physical read IO requests' and
+//!   'physical write IO requests' (data files); the 'total' ones (redo, control file, archive,
+//!   backup too) are kept beside them in `counters` and per instance;
+//! - DB time and DB CPU from V$SYS_TIME_MODEL (AWR's Load Profile), not 'CPU used by this
+//!   session' (which misses calls under 10 ms and is not foreground-only);
+//! - the foreground events from TOTAL_WAITS_FG / TIME_WAITED_MICRO_FG (AWR's "Foreground Wait
+//!   Events"), the background ones as total - foreground ("Background Wait Events"), idle
+//!   events out of both;
+//! - read latency from the foreground 'db file sequential read' (awr_info's DFSR_LAT), with
+//!   'db file parallel read' (DFPR_LAT) beside it and a warning when it is a large share.
+//!
+//! Containers: every row carries CON_ID. Per view, the rows of CON_ID 0 (the whole instance:
+//! a non-CDB, or a CDB seen from its root) are used when present, else the rows of the one
+//! container the session sees (a PDB's own figures); `source` says which. An instance that
+//! restarted inside the window (its startup time changed, or a counter went backwards) makes
+//! the figures invalid, and says so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::dbstats::{DbMetrics, TableIo, WaitProfile, WaitRow};
 use serde::{Deserialize, Serialize};
@@ -22,17 +38,34 @@ pub struct InstanceRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatRow {
     pub inst_id: u32,
+    #[serde(default)]
+    pub con_id: u32,
     pub name: String,
+    pub value: f64,
+}
+
+/// One row of GV$SYS_TIME_MODEL (microseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeModelRow {
+    pub inst_id: u32,
+    #[serde(default)]
+    pub con_id: u32,
+    pub stat_name: String,
     pub value: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRow {
     pub inst_id: u32,
+    #[serde(default)]
+    pub con_id: u32,
     pub event: String,
     pub wait_class: String,
     pub total_waits: u64,
     pub time_waited_micro: u64,
+    /// Foreground sessions' share (11.1+); null before.
+    pub total_waits_fg: Option<u64>,
+    pub time_waited_micro_fg: Option<u64>,
 }
 
 /// One bucket of GV$EVENT_HISTOGRAM_MICRO (12.1+): waits of `event` that took less than
@@ -40,6 +73,8 @@ pub struct EventRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistRow {
     pub inst_id: u32,
+    #[serde(default)]
+    pub con_id: u32,
     pub event: String,
     pub wait_time_micro: u64,
     pub wait_count: u64,
@@ -50,6 +85,8 @@ pub struct HistRow {
 pub struct Snapshot {
     pub instances: Vec<InstanceRow>,
     pub sysstat: Vec<StatRow>,
+    #[serde(default)]
+    pub time_model: Vec<TimeModelRow>,
     pub events: Vec<EventRow>,
     /// Empty before 12.1, where the view does not exist.
     #[serde(default)]
@@ -61,8 +98,14 @@ pub struct Snapshot {
 pub struct InstanceFigures {
     pub inst_id: u32,
     pub instance_name: String,
+    /// 'physical read IO requests' / s (awr_info's PREADS).
     pub read_iops: f64,
+    /// 'physical read total IO requests' / s.
+    pub read_iops_total: f64,
+    /// 'physical write IO requests' / s (awr_info's PWRITES).
     pub write_iops: f64,
+    /// 'physical write total IO requests' / s.
+    pub write_iops_total: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,19 +113,113 @@ pub struct Window {
     pub db: DbMetrics,
     pub waits: WaitProfile,
     pub instances: Vec<InstanceFigures>,
+    /// What a DBA should know about these figures (e.g. many 'db file parallel read').
+    pub warnings: Vec<String>,
 }
 
-fn stat(s: &Snapshot, inst: u32, name: &str) -> Option<f64> {
-    s.sysstat
-        .iter()
-        .find(|r| r.inst_id == inst && r.name == name)
-        .map(|r| r.value)
+/// 'db file parallel read' above this share of the foreground read wait time draws the
+/// warning.
+pub const PARALLEL_READ_WARN_SHARE: f64 = 0.05;
+
+/// The container whose rows a view's figures come from: 0 (the whole instance) when present,
+/// else the lowest CON_ID seen (a PDB sees only its own).
+fn scope(ids: impl Iterator<Item = u32>) -> Option<u32> {
+    let ids: BTreeSet<u32> = ids.collect();
+    ids.first().copied()
+}
+
+fn scope_label(con: Option<u32>) -> String {
+    match con {
+        Some(0) | None => "CON_ID 0: the whole instance".to_string(),
+        Some(1) => "CON_ID 1: CDB$ROOT only".to_string(),
+        Some(n) => {
+            format!("CON_ID {n}: this PDB only; the CDB's background work is not in these counters")
+        }
+    }
+}
+
+/// Deltas of one view's counters, per (instance, name), over the instances up at both ends.
+struct Deltas {
+    values: BTreeMap<(u32, String), f64>,
+}
+
+impl Deltas {
+    fn new(
+        view: &str,
+        before: &[(u32, u32, String, f64)],
+        after: &[(u32, u32, String, f64)],
+        ids: &[u32],
+        reasons: &mut Vec<String>,
+    ) -> Deltas {
+        let con = scope(after.iter().map(|r| r.1));
+        let pick = |rows: &[(u32, u32, String, f64)]| -> BTreeMap<(u32, String), f64> {
+            rows.iter()
+                .filter(|r| Some(r.1) == con && ids.contains(&r.0))
+                .map(|r| ((r.0, r.2.clone()), r.3))
+                .collect()
+        };
+        let (b, a) = (pick(before), pick(after));
+        let mut values = BTreeMap::new();
+        for (key, av) in a {
+            let Some(bv) = b.get(&key) else { continue };
+            if av < *bv {
+                reasons.push(format!(
+                    "{view} '{}' of instance {} went backwards ({bv} -> {av})",
+                    key.1, key.0
+                ));
+            }
+            values.insert(key, av - bv);
+        }
+        Deltas { values }
+    }
+
+    fn of(&self, inst: u32, name: &str) -> f64 {
+        self.values
+            .get(&(inst, name.to_string()))
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    fn sum(&self, name: &str) -> f64 {
+        self.values
+            .iter()
+            .filter(|((_, n), _)| n == name)
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.values.keys().any(|(_, n)| n == name)
+    }
+}
+
+/// An event's deltas over the window, summed over instances.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct EventDelta {
+    waits: u64,
+    micros: u64,
+    waits_fg: u64,
+    micros_fg: u64,
+}
+
+impl EventDelta {
+    fn bg(&self) -> (u64, u64) {
+        (
+            self.waits.saturating_sub(self.waits_fg),
+            self.micros.saturating_sub(self.micros_fg),
+        )
+    }
+}
+
+fn avg_us(waits: u64, micros: u64) -> Option<f64> {
+    (waits > 0).then(|| micros as f64 / waits as f64)
 }
 
 /// The deltas of two snapshots over `seconds` (the run's measured window).
 pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
     let secs = seconds.max(1e-9);
     let mut reasons = Vec::new();
+    let mut warnings = Vec::new();
     // Instances: the same set, none restarted.
     for a in &after.instances {
         match before.instances.iter().find(|b| b.inst_id == a.inst_id) {
@@ -112,72 +249,138 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         .filter(|id| before.instances.iter().any(|b| b.inst_id == *id))
         .collect();
 
-    // Sums of deltas over instances, by statistic.
-    let mut counters: BTreeMap<String, f64> = BTreeMap::new();
-    let mut delta = |name: &str, reasons: &mut Vec<String>| -> f64 {
-        let mut total = 0.0;
-        for &id in &ids {
-            let (Some(b), Some(a)) = (stat(before, id, name), stat(after, id, name)) else {
-                continue;
-            };
-            if a < b {
-                reasons.push(format!(
-                    "v$sysstat '{name}' of instance {id} went backwards ({b} -> {a})"
-                ));
-            }
-            total += a - b;
-        }
-        counters.insert(format!("gv$sysstat.{name}"), total);
-        total
+    let stat_rows = |s: &Snapshot| -> Vec<(u32, u32, String, f64)> {
+        s.sysstat
+            .iter()
+            .map(|r| (r.inst_id, r.con_id, r.name.clone(), r.value))
+            .collect()
     };
-    let reads = delta("physical read total IO requests", &mut reasons);
-    let writes = delta("physical write total IO requests", &mut reasons);
-    let _ = delta("physical read IO requests", &mut reasons);
-    let _ = delta("physical write IO requests", &mut reasons);
-    let blocks = delta("physical reads", &mut reasons);
-    let _ = delta("physical read total bytes", &mut reasons);
-    let _ = delta("physical write total bytes", &mut reasons);
-    let logical = delta("session logical reads", &mut reasons);
-    let redo = delta("redo size", &mut reasons);
-    let commits = delta("user commits", &mut reasons);
-    let _ = delta("execute count", &mut reasons);
-    // DB time and CPU used are in centiseconds.
-    let db_time_s = delta("DB time", &mut reasons) / 100.0;
-    let cpu_s = delta("CPU used by this session", &mut reasons) / 100.0;
+    let tm_rows = |s: &Snapshot| -> Vec<(u32, u32, String, f64)> {
+        s.time_model
+            .iter()
+            .map(|r| (r.inst_id, r.con_id, r.stat_name.clone(), r.value))
+            .collect()
+    };
+    let stats = Deltas::new(
+        "v$sysstat",
+        &stat_rows(before),
+        &stat_rows(after),
+        &ids,
+        &mut reasons,
+    );
+    let tm = Deltas::new(
+        "v$sys_time_model",
+        &tm_rows(before),
+        &tm_rows(after),
+        &ids,
+        &mut reasons,
+    );
+    let con = scope(after.sysstat.iter().map(|r| r.con_id));
 
-    // Events: deltas per event summed over instances.
-    let mut events: BTreeMap<&str, (u64, u64, &str)> = BTreeMap::new();
+    let mut counters: BTreeMap<String, f64> = BTreeMap::new();
+    for name in crate::sql::SYSSTAT_NAMES {
+        counters.insert(format!("gv$sysstat.{name}"), stats.sum(name));
+    }
+    for name in crate::sql::TIME_MODEL_NAMES {
+        if tm.has(name) {
+            counters.insert(format!("gv$sys_time_model.{name}"), tm.sum(name));
+        }
+    }
+    let reads = stats.sum("physical read IO requests");
+    let reads_total = stats.sum("physical read total IO requests");
+    let writes = stats.sum("physical write IO requests");
+    let writes_total = stats.sum("physical write total IO requests");
+    let blocks = stats.sum("physical reads");
+    let direct = stats.sum("physical reads direct") + stats.sum("physical reads direct (lob)");
+    let logical = stats.sum("session logical reads");
+    let redo = stats.sum("redo size");
+    let commits = stats.sum("user commits");
+    // DB time and DB CPU: V$SYS_TIME_MODEL (µs), as AWR; V$SYSSTAT 'DB time' (cs) only where
+    // the time model is missing.
+    let (db_time_s, db_time_source) = if tm.has("DB time") {
+        (
+            tm.sum("DB time") / 1e6,
+            "measured (gv$sys_time_model 'DB time')",
+        )
+    } else {
+        (
+            stats.sum("DB time") / 100.0,
+            "measured (gv$sysstat 'DB time')",
+        )
+    };
+    let db_cpu_s = tm.has("DB CPU").then(|| tm.sum("DB CPU") / 1e6);
+
+    // Events: deltas per event summed over instances, in the events' scope.
+    let ev_con = scope(after.events.iter().map(|r| r.con_id));
+    let mut events: BTreeMap<&str, (EventDelta, &str)> = BTreeMap::new();
+    let mut fg_missing = false;
     for a in &after.events {
-        if !ids.contains(&a.inst_id) {
+        if !ids.contains(&a.inst_id) || Some(a.con_id) != ev_con {
+            continue;
+        }
+        // Idle events are no work: out of both tables, as AWR lists them apart.
+        if a.wait_class == "Idle" {
             continue;
         }
         let b = before
             .events
             .iter()
-            .find(|b| b.inst_id == a.inst_id && b.event == a.event);
-        let (bw, bt) = b.map_or((0, 0), |b| (b.total_waits, b.time_waited_micro));
-        if a.total_waits < bw || a.time_waited_micro < bt {
+            .find(|b| b.inst_id == a.inst_id && b.con_id == a.con_id && b.event == a.event);
+        let get = |r: Option<&EventRow>| {
+            r.map_or((0, 0, Some(0), Some(0)), |r| {
+                (
+                    r.total_waits,
+                    r.time_waited_micro,
+                    r.total_waits_fg,
+                    r.time_waited_micro_fg,
+                )
+            })
+        };
+        let (bw, bt, bfw, bft) = get(b);
+        let (aw, at, afw, aft) = get(Some(a));
+        let (fw, ft) = match (bfw, bft, afw, aft) {
+            (Some(bfw), Some(bft), Some(afw), Some(aft)) => {
+                (afw.wrapping_sub(bfw), aft.wrapping_sub(bft))
+            }
+            _ => {
+                fg_missing = true;
+                (aw.wrapping_sub(bw), at.wrapping_sub(bt))
+            }
+        };
+        if aw < bw || at < bt || fw > aw.wrapping_sub(bw) || ft > at.wrapping_sub(bt) {
             reasons.push(format!(
                 "v$system_event '{}' of instance {} went backwards",
                 a.event, a.inst_id
             ));
             continue;
         }
-        let e = events.entry(&a.event).or_insert((0, 0, &a.wait_class));
-        e.0 += a.total_waits - bw;
-        e.1 += a.time_waited_micro - bt;
+        let e = events
+            .entry(&a.event)
+            .or_insert((EventDelta::default(), &a.wait_class));
+        e.0.waits += aw - bw;
+        e.0.micros += at - bt;
+        e.0.waits_fg += fw;
+        e.0.micros_fg += ft;
     }
-    for (name, (waits, micros, _)) in &events {
-        counters.insert(format!("gv$system_event.{name}.total_waits"), *waits as f64);
-        counters.insert(
-            format!("gv$system_event.{name}.time_waited_micro"),
-            *micros as f64,
+    if fg_missing {
+        warnings.push(
+            "v$system_event has no TOTAL_WAITS_FG / TIME_WAITED_MICRO_FG here (before 11.1): the \
+             foreground events include background waits"
+                .into(),
         );
     }
+    for (name, (d, _)) in &events {
+        let key = |c: &str| format!("gv$system_event.{name}.{c}");
+        counters.insert(key("total_waits"), d.waits as f64);
+        counters.insert(key("time_waited_micro"), d.micros as f64);
+        counters.insert(key("total_waits_fg"), d.waits_fg as f64);
+        counters.insert(key("time_waited_micro_fg"), d.micros_fg as f64);
+    }
     // Latency distribution of the key events, per bucket, summed over instances.
+    let h_con = scope(after.histogram.iter().map(|r| r.con_id));
     let mut buckets: BTreeMap<(&str, u64), u64> = BTreeMap::new();
     for a in &after.histogram {
-        if !ids.contains(&a.inst_id) {
+        if !ids.contains(&a.inst_id) || Some(a.con_id) != h_con {
             continue;
         }
         let b = before
@@ -185,6 +388,7 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             .iter()
             .find(|b| {
                 b.inst_id == a.inst_id
+                    && b.con_id == a.con_id
                     && b.event == a.event
                     && b.wait_time_micro == a.wait_time_micro
             })
@@ -204,60 +408,101 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             *n as f64,
         );
     }
-    let sequential = events.get("db file sequential read");
-    let avg_read_latency_us = sequential
-        .filter(|(w, _, _)| *w > 0)
-        .map(|(w, t, _)| *t as f64 / *w as f64);
+
+    let fg = |name: &str| {
+        events
+            .get(name)
+            .map_or((0, 0), |(d, _)| (d.waits_fg, d.micros_fg))
+    };
+    let (seq_w, seq_t) = fg("db file sequential read");
+    let (par_w, par_t) = fg("db file parallel read");
+    let avg_read_latency_us = avg_us(seq_w, seq_t);
+    if par_t > 0 && par_t as f64 >= PARALLEL_READ_WARN_SHARE * (seq_t + par_t) as f64 {
+        warnings.push(format!(
+            "'db file parallel read' took {:.0}% of the foreground read wait time ({par_w} waits, average {:.0} µs, \
+             beside {seq_w} 'db file sequential read' waits averaging {:.0} µs): batched table access and \
+             prefetching turned single-block reads into vector reads, so the single-block latency and the read \
+             IOPS do not describe the same reads. SLOB forces single-block reads with _db_block_prefetch_limit=0, \
+             _db_block_prefetch_quota=0 and _db_file_noncontig_mblock_read_count=0 (its simple.ora)",
+            100.0 * par_t as f64 / (seq_t + par_t) as f64,
+            avg_us(par_w, par_t).unwrap_or(0.0),
+            avg_read_latency_us.unwrap_or(0.0)
+        ));
+    }
 
     let pct = |t: f64| (db_time_s > 0.0).then(|| 100.0 * t / db_time_s);
+    let row =
+        |name: &str, class: &str, waits: u64, micros: u64, pct_db_time: Option<f64>| WaitRow {
+            event: format!("{class}:{name}"),
+            waits: Some(waits),
+            time_s: micros as f64 / 1e6,
+            avg_us: avg_us(waits, micros),
+            pct_db_time,
+            measured: true,
+            samples: 0,
+        };
     let mut foreground: Vec<WaitRow> = events
         .iter()
-        .filter(|(_, (w, _, _))| *w > 0)
-        .map(|(name, (w, t, class))| {
-            let time_s = *t as f64 / 1e6;
-            WaitRow {
-                event: format!("{class}:{name}"),
-                waits: Some(*w),
-                time_s,
-                avg_us: Some(*t as f64 / *w as f64),
-                pct_db_time: pct(time_s),
-                measured: true,
-                samples: 0,
-            }
+        .filter(|(_, (d, _))| d.waits_fg > 0)
+        .map(|(name, (d, class))| {
+            row(
+                name,
+                class,
+                d.waits_fg,
+                d.micros_fg,
+                pct(d.micros_fg as f64 / 1e6),
+            )
         })
         .collect();
-    foreground.push(WaitRow {
-        event: "CPU".into(),
-        waits: None,
-        time_s: cpu_s,
-        avg_us: None,
-        pct_db_time: pct(cpu_s),
-        measured: true,
-        samples: 0,
-    });
+    if let Some(cpu) = db_cpu_s {
+        foreground.push(WaitRow {
+            event: DB_CPU.into(),
+            waits: None,
+            time_s: cpu,
+            avg_us: None,
+            pct_db_time: pct(cpu),
+            measured: true,
+            samples: 0,
+        });
+    }
     foreground.sort_by(|a, b| b.time_s.total_cmp(&a.time_s));
+    // Background rows: their time is not DB time, so no share of it.
+    let mut background: Vec<WaitRow> = events
+        .iter()
+        .filter(|(_, (d, _))| d.bg().0 > 0)
+        .map(|(name, (d, class))| {
+            let (w, t) = d.bg();
+            row(name, class, w, t, None)
+        })
+        .collect();
+    background.sort_by(|a, b| b.time_s.total_cmp(&a.time_s));
 
     let instances = ids
         .iter()
-        .map(|&id| {
-            let d =
-                |n: &str| stat(after, id, n).unwrap_or(0.0) - stat(before, id, n).unwrap_or(0.0);
-            InstanceFigures {
-                inst_id: id,
-                instance_name: after
-                    .instances
-                    .iter()
-                    .find(|i| i.inst_id == id)
-                    .map(|i| i.instance_name.clone())
-                    .unwrap_or_default(),
-                read_iops: d("physical read total IO requests") / secs,
-                write_iops: d("physical write total IO requests") / secs,
-            }
+        .map(|&id| InstanceFigures {
+            inst_id: id,
+            instance_name: after
+                .instances
+                .iter()
+                .find(|i| i.inst_id == id)
+                .map(|i| i.instance_name.clone())
+                .unwrap_or_default(),
+            read_iops: stats.of(id, "physical read IO requests") / secs,
+            read_iops_total: stats.of(id, "physical read total IO requests") / secs,
+            write_iops: stats.of(id, "physical write IO requests") / secs,
+            write_iops_total: stats.of(id, "physical write total IO requests") / secs,
         })
         .collect();
 
     let db = DbMetrics {
-        source: "gv$sysstat, gv$system_event".into(),
+        source: format!(
+            "gv$sysstat, gv$sys_time_model, gv$system_event ({}); read and write IOPS are I/O requests to data files \
+             ('physical read/write IO requests', as SLOB's awr_info); all files: {:.1} read and {:.1} write requests/s \
+             ('physical read/write total IO requests')",
+            scope_label(con),
+            reads_total / secs,
+            writes_total / secs
+        ),
         seconds,
         read_iops: reads / secs,
         read_blocks_per_s: blocks / secs,
@@ -265,16 +510,16 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         avg_read_latency_us,
         read_latency_note: avg_read_latency_us
             .is_none()
-            .then(|| "no 'db file sequential read' waits inside the window".to_string()),
+            .then(|| "no foreground 'db file sequential read' waits inside the window".to_string()),
         buffer_hits_per_s: (logical - blocks).max(0.0) / secs,
-        buffer_hit_ratio: (logical > 0.0).then(|| 1.0 - (blocks / logical).min(1.0)),
+        // AWR's Buffer Hit %: direct reads bypass the cache.
+        buffer_hit_ratio: (logical > 0.0)
+            .then(|| 1.0 - ((blocks - direct).max(0.0) / logical).min(1.0)),
         wal_bytes_per_s: Some(redo / secs),
-        wal_writes_per_s: events
-            .get("log file parallel write")
-            .map(|(w, _, _)| *w as f64 / secs),
+        wal_writes_per_s: Some(stats.sum("redo writes") / secs),
         wal_syncs_per_s: events
             .get("log file sync")
-            .map(|(w, _, _)| *w as f64 / secs),
+            .map(|(d, _)| d.waits_fg as f64 / secs),
         commits_per_s: commits / secs,
         checkpoints: 0,
         autovacuum_runs: 0,
@@ -290,19 +535,24 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         achieved_period_ms: 0.0,
         samples: 0,
         db_time_s,
-        db_time_source: "measured (gv$sysstat 'DB time')".into(),
+        db_time_source: db_time_source.into(),
         foreground,
-        background: Vec::new(),
+        background,
     };
     Window {
         db,
         waits,
         instances,
+        warnings,
     }
 }
 
+/// The measured CPU row's name (AWR's); the sampler's on-CPU samples count towards it.
+pub const DB_CPU: &str = "DB CPU";
+
 /// Puts the sampler's counts beside the measured rows: `samples` of each event, and rows for
-/// events the sampler saw that V$SYSTEM_EVENT did not time (marked estimated).
+/// events the sampler saw that V$SYSTEM_EVENT did not time (marked estimated). The sampler's
+/// `CPU` is AWR's `DB CPU`.
 pub fn add_samples(
     waits: &mut WaitProfile,
     period_ms: f64,
@@ -314,10 +564,11 @@ pub fn add_samples(
     waits.achieved_period_ms = achieved_period_ms;
     waits.samples = samples;
     for (event, n) in by_event {
-        match waits.foreground.iter_mut().find(|r| &r.event == event) {
+        let name = if event == "CPU" { DB_CPU } else { event };
+        match waits.foreground.iter_mut().find(|r| r.event == name) {
             Some(row) => row.samples = *n,
             None => waits.foreground.push(WaitRow {
-                event: event.clone(),
+                event: name.to_string(),
                 waits: None,
                 time_s: *n as f64 * achieved_period_ms / 1e3,
                 avg_us: None,
@@ -339,72 +590,157 @@ mod tests {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
+    /// Within `rel` of the report's printed figure.
+    fn close(got: f64, report: f64, rel: f64) -> bool {
+        (got - report).abs() <= rel * report.abs().max(1e-9)
+    }
+
+    fn find<'a>(rows: &'a [WaitRow], event: &str) -> &'a WaitRow {
+        rows.iter()
+            .find(|r| r.event == event)
+            .unwrap_or_else(|| panic!("{event} not in {rows:?}"))
+    }
+
+    fn fg<'a>(w: &'a Window, event: &str) -> &'a WaitRow {
+        find(&w.waits.foreground, event)
+    }
+
+    fn bg<'a>(w: &'a Window, event: &str) -> &'a WaitRow {
+        find(&w.waits.background, event)
+    }
+
+    /// SLOB's own AWR report (advanced_topics/awr.txt.128 of SLOB 2.5.3.1: 128 sessions,
+    /// 11.2.0.3, snaps 160-161): the before/after fixture holds that report's totals, and dbio
+    /// must print the report's per-second rates and average waits.
+    const AWR_ELAPSED_S: f64 = 304.408;
+
     #[test]
-    fn a_slob_window_gives_iops_from_requests_and_latency_from_waits() {
-        let w = window(&fixture("single-before"), &fixture("single-after"), 300.0);
+    fn slobs_awr_report_is_reproduced_rates() {
+        let w = window(
+            &fixture("awr-slob-128-before"),
+            &fixture("awr-slob-128-after"),
+            AWR_ELAPSED_S,
+        );
         let db = &w.db;
         assert!(db.valid, "{:?}", db.invalid_reasons);
-        // 15,210,000 read requests in 300 s; 'physical reads' (blocks) is larger (multiblock).
-        assert!((db.read_iops - 50_700.0).abs() < 0.01, "{}", db.read_iops);
+        // Instance Activity Stats "per Second" column (awr_info's PREADS and PWRITES).
+        assert!(close(db.read_iops, 71_553.3, 5e-6), "{}", db.read_iops);
+        assert!(close(db.write_iops, 25_884.2, 5e-6), "{}", db.write_iops);
+        let inst = &w.instances[0];
+        assert!(close(inst.read_iops_total, 71_556.5, 5e-6), "{inst:?}");
+        assert!(close(inst.write_iops_total, 25_955.5, 5e-6), "{inst:?}");
         assert!(
-            (db.read_blocks_per_s - 51_300.0).abs() < 0.01,
+            db.source
+                .contains("71556.5 read and 25955.5 write requests/s"),
             "{}",
-            db.read_blocks_per_s
+            db.source
         );
-        assert!((db.write_iops - 1_840.0).abs() < 0.01, "{}", db.write_iops);
-        // db file sequential read: 14,985,000 waits, 6,443,550 s·1e6 µs -> 430 µs each.
-        let lat = db.avg_read_latency_us.unwrap();
-        assert!((lat - 430.0).abs() < 0.01, "{lat}");
-        assert!((db.commits_per_s - 98.0).abs() < 0.01);
-        assert!((db.db_time_s.unwrap() - 7_560.0).abs() < 0.01);
-        let hit = db.buffer_hit_ratio.unwrap();
+        // Load Profile: Physical reads, Logical reads, Redo size, DB Time(s), DB CPU(s).
+        assert!(close(db.read_blocks_per_s, 71_554.1, 5e-6));
+        assert!(close(
+            db.buffer_hits_per_s + db.read_blocks_per_s,
+            119_749.6,
+            5e-6
+        ));
+        assert!(close(db.wal_bytes_per_s.unwrap(), 113_458_715.9, 5e-7));
+        assert!(close(db.db_time_s.unwrap() / AWR_ELAPSED_S, 126.5, 5e-4));
+        let cpu = fg(&w, DB_CPU);
         assert!(
-            (hit - (1.0 - 15_390_000.0 / 46_200_000.0)).abs() < 1e-9,
-            "{hit}"
+            close(cpu.time_s / AWR_ELAPSED_S, 5.7, 1e-2),
+            "{}",
+            cpu.time_s
         );
-        assert_eq!(
-            db.counters["gv$sysstat.physical read total IO requests"],
-            15_210_000.0
-        );
-        // The top event is the single-block read, measured, with its share of DB time.
-        let top = &w.waits.foreground[0];
-        assert_eq!(top.event, "User I/O:db file sequential read");
-        assert_eq!(top.waits, Some(14_985_000));
-        assert!(top.measured);
-        assert!((top.pct_db_time.unwrap() - 100.0 * 6_443.55 / 7_560.0).abs() < 1e-6);
-        let cpu = w
-            .waits
-            .foreground
-            .iter()
-            .find(|r| r.event == "CPU")
-            .unwrap();
-        assert!((cpu.time_s - 1_020.0).abs() < 1e-9);
-        assert_eq!(w.instances.len(), 1);
+        assert!(close(
+            db.counters["gv$sysstat.execute count"] / AWR_ELAPSED_S,
+            370.8,
+            5e-4
+        ));
+        assert!(close(db.commits_per_s, 0.4, 0.06));
+        // Instance Efficiency: Buffer Hit % 40.25 (direct reads left out, as AWR).
+        let hit = 100.0 * db.buffer_hit_ratio.unwrap();
+        assert!((hit - 40.25).abs() < 0.005, "{hit}");
+        // Time Model: DB time 38,493.3 s, DB CPU 1,730.8 s, 4.5 % of DB time.
+        assert!((db.db_time_s.unwrap() - 38_493.3).abs() < 0.05);
+        assert!((cpu.pct_db_time.unwrap() - 4.5).abs() < 0.05);
     }
 
     #[test]
-    fn the_micro_histogram_becomes_bucket_deltas() {
-        let w = window(&fixture("single-before"), &fixture("single-after"), 300.0);
-        let c = &w.db.counters;
-        let key = |b: u64| format!("gv$event_histogram_micro.db file sequential read.lt_{b}us");
-        assert_eq!(c[&key(256)], 1_200_000.0);
-        assert_eq!(c[&key(512)], 11_985_000.0);
-        assert_eq!(c[&key(1024)], 1_500_000.0);
-        assert_eq!(c[&key(2048)], 300_000.0);
-        // The buckets account for every wait the event counted.
-        let sum: f64 = [256, 512, 1024, 2048].iter().map(|b| c[&key(*b)]).sum();
-        assert_eq!(
-            sum,
-            c["gv$system_event.db file sequential read.total_waits"]
+    fn slobs_awr_report_is_reproduced_waits() {
+        let w = window(
+            &fixture("awr-slob-128-before"),
+            &fixture("awr-slob-128-after"),
+            AWR_ELAPSED_S,
         );
+        // Top 5 Timed Foreground Events, in the report's order and with its figures.
+        let top: Vec<&str> = w.waits.foreground[..5]
+            .iter()
+            .map(|r| r.event.as_str())
+            .collect();
+        assert_eq!(
+            top,
+            [
+                "User I/O:db file sequential read",
+                "Configuration:log buffer space",
+                "Configuration:free buffer waits",
+                DB_CPU,
+                "Commit:log file sync"
+            ]
+        );
+        let seq = fg(&w, "User I/O:db file sequential read");
+        assert_eq!(seq.waits, Some(21_628_695), "foreground waits only");
+        // awr_info's DFSR_LAT: 16,407 s / 21,628,695 waits = 759 µs.
+        assert!(
+            (seq.avg_us.unwrap() - 758.6).abs() < 0.05,
+            "{:?}",
+            seq.avg_us
+        );
+        assert!((w.db.avg_read_latency_us.unwrap() - 758.6).abs() < 0.05);
+        assert!((seq.pct_db_time.unwrap() - 42.6).abs() < 0.05);
+        let lbs = fg(&w, "Configuration:log buffer space");
+        assert_eq!(lbs.waits, Some(25_753));
+        assert!((lbs.avg_us.unwrap() / 1e3 - 491.0).abs() < 0.5);
+        assert!((lbs.pct_db_time.unwrap() - 32.8).abs() < 0.05);
+        let fbw = fg(&w, "Configuration:free buffer waits");
+        assert!((fbw.avg_us.unwrap() / 1e3 - 11.0).abs() < 0.5);
+        assert!((fbw.pct_db_time.unwrap() - 17.2).abs() < 0.05);
+        let lfs = fg(&w, "Commit:log file sync");
+        assert!((lfs.avg_us.unwrap() / 1e3 - 1717.0).abs() < 0.5);
+        // Background Wait Events: total - foreground.
+        let bseq = bg(&w, "User I/O:db file sequential read");
+        assert_eq!(bseq.waits, Some(154_359));
+        assert!((bseq.time_s - 111.0).abs() < 1e-6);
+        let lfpw = bg(&w, "System I/O:log file parallel write");
+        assert!(
+            (lfpw.avg_us.unwrap() / 1e3 - 440.0).abs() < 1.0,
+            "{:?}",
+            lfpw.avg_us
+        );
+        assert_eq!(
+            bg(&w, "System I/O:db file parallel write").waits,
+            Some(32_033)
+        );
+        assert!(bseq.pct_db_time.is_none(), "background time is not DB time");
+        assert!(
+            !w.waits
+                .foreground
+                .iter()
+                .any(|r| r.event.contains("log file parallel write")),
+            "LGWR's writes are background only"
+        );
+        // Idle waits (SQL*Net message from client, rdbms ipc message) are in neither table.
+        for r in w.waits.foreground.iter().chain(&w.waits.background) {
+            assert!(!r.event.starts_with("Idle:"), "{}", r.event);
+        }
+        // SLOB's kit forced single-block reads: no parallel-read warning.
+        assert!(w.warnings.is_empty(), "{:?}", w.warnings);
     }
 
     #[test]
     fn a_restart_inside_the_window_voids_the_figures() {
         let w = window(
-            &fixture("single-before"),
-            &fixture("single-after-restart"),
-            300.0,
+            &fixture("awr-slob-128-before"),
+            &fixture("awr-slob-128-after-restart"),
+            AWR_ELAPSED_S,
         );
         assert!(!w.db.valid);
         let why = w.db.invalid_reasons.join("; ");
@@ -416,11 +752,76 @@ mod tests {
     }
 
     #[test]
-    fn samples_join_the_measured_rows() {
-        let mut w = window(&fixture("single-before"), &fixture("single-after"), 300.0).waits;
+    fn a_pdb_uses_its_own_rows_and_warns_of_parallel_reads() {
+        let before = fixture("pdb-before");
+        let after = fixture("pdb-after");
+        let w = window(&before, &after, 300.0);
+        assert!(w.db.valid, "{:?}", w.db.invalid_reasons);
+        assert!(
+            w.db.source.contains("CON_ID 3: this PDB only"),
+            "{}",
+            w.db.source
+        );
+        // 12,000,000 data-file read requests in 300 s.
+        assert!(
+            (w.db.read_iops - 40_000.0).abs() < 1e-6,
+            "{}",
+            w.db.read_iops
+        );
+        let seq = fg(&w, "User I/O:db file sequential read");
+        assert_eq!(seq.waits, Some(9_000_000));
+        assert!((seq.avg_us.unwrap() - 400.0).abs() < 1e-9);
+        let par = fg(&w, "User I/O:db file parallel read");
+        assert_eq!(par.waits, Some(600_000));
+        assert!((par.avg_us.unwrap() - 1_500.0).abs() < 1e-9);
+        let warn = w.warnings.join(" ");
+        assert!(
+            warn.contains("'db file parallel read' took 20%")
+                && warn.contains("_db_block_prefetch_limit=0")
+                && warn.contains("_db_block_prefetch_quota=0")
+                && warn.contains("_db_file_noncontig_mblock_read_count=0"),
+            "{warn}"
+        );
+        // The micro histogram, per bucket, of the PDB's rows.
+        let c = &w.db.counters;
+        let key = |b: u64| format!("gv$event_histogram_micro.db file sequential read.lt_{b}us");
+        let sum: f64 = [256, 512, 1024, 2048].iter().map(|b| c[&key(*b)]).sum();
+        assert_eq!(
+            sum,
+            c["gv$system_event.db file sequential read.total_waits"]
+        );
+        assert_eq!(c[&key(512)], 7_000_000.0);
+        // Where rows of CON_ID 0 (the whole instance) are there too, they win, never summed.
+        let widen = |s: &Snapshot, factor: f64| {
+            let mut s = s.clone();
+            let extra: Vec<StatRow> = s
+                .sysstat
+                .iter()
+                .map(|r| StatRow {
+                    con_id: 0,
+                    value: r.value * factor,
+                    ..r.clone()
+                })
+                .collect();
+            s.sysstat.extend(extra);
+            s
+        };
+        let w0 = window(&widen(&before, 2.0), &widen(&after, 2.0), 300.0);
+        assert!(
+            (w0.db.read_iops - 80_000.0).abs() < 1e-6,
+            "{}",
+            w0.db.read_iops
+        );
+        assert!(w0.db.source.contains("CON_ID 0: the whole instance"));
+    }
+
+    #[test]
+    fn samples_join_the_measured_rows_and_cpu_is_db_cpu() {
+        let mut w = window(&fixture("pdb-before"), &fixture("pdb-after"), 300.0).waits;
         let mut seen = BTreeMap::new();
         seen.insert("User I/O:db file sequential read".to_string(), 2_500u64);
         seen.insert("Concurrency:read by other session".to_string(), 40u64);
+        seen.insert("CPU".to_string(), 300u64);
         add_samples(&mut w, 100.0, 101.0, 2_950, &seen);
         assert_eq!(w.samples, 2_950);
         let top = w
@@ -429,6 +830,8 @@ mod tests {
             .find(|r| r.event == "User I/O:db file sequential read")
             .unwrap();
         assert_eq!((top.samples, top.measured), (2_500, true));
+        let cpu = w.foreground.iter().find(|r| r.event == DB_CPU).unwrap();
+        assert_eq!((cpu.samples, cpu.measured), (300, true));
         let est = w
             .foreground
             .iter()
@@ -455,5 +858,14 @@ mod tests {
             "{:?}",
             w.instances
         );
+        assert!(w.instances[0].read_iops_total > w.instances[0].read_iops);
+        // Foreground waits of both instances, from the _FG columns.
+        let seq = fg(&w, "User I/O:db file sequential read");
+        assert_eq!(seq.waits, Some(9_480_000 + 9_120_000));
+        let bseq = bg(&w, "User I/O:db file sequential read");
+        assert_eq!(bseq.waits, Some(12_000 + 10_000));
+        assert!((w.db.avg_read_latency_us.unwrap() - 500.0).abs() < 1e-6);
+        let cpu = fg(&w, DB_CPU);
+        assert!((cpu.time_s - 2.0 * 96.0).abs() < 1e-9);
     }
 }

@@ -1,6 +1,13 @@
 //! Every SQL text the Oracle backend runs, built here so each can be unit-tested: SLOB's
 //! schema (users USER1..USERn, table CF1 one row per block, index I_CF1), its load, the
-//! sessions' two statements and the collector's V$ queries.
+//! sessions' two statements, the facts setup and run read from the server, and the
+//! collector's V$ queries.
+//!
+//! Every statement is a [`Stmt`]: its text and the placeholders it binds live together, and
+//! the client binds by name only (`execute_named`, `query_row_as_named`). Binding by position
+//! is a trap: ODPI-C numbers placeholders left to right whatever their digits say, so
+//! `SET C2 = :3 WHERE CUSTID BETWEEN :1 AND :2` bound as (lo, hi, value) puts `lo` into C2.
+//! No name appears twice in one text, so no reader has to know how OCI treats a repeated name.
 
 /// Table and index names, as SLOB names them.
 pub const TABLE: &str = "CF1";
@@ -11,6 +18,50 @@ pub const FILLER_LEN: usize = 128;
 /// What dbio writes into the comment of every table it creates; teardown drops only users
 /// whose CF1 carries it.
 pub const MARK: &str = "dbio";
+/// MODULE of dbio's measured sessions (the sampler finds them by it).
+pub const MODULE: &str = "dbio";
+
+/// A value bound to a placeholder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Int(i64),
+    Text(String),
+}
+
+/// One statement: its text and, in order, the placeholder names it binds with their values.
+/// Statements the sessions prepare once carry template values; at each call the session
+/// binds new values to the same names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stmt {
+    pub text: String,
+    pub binds: Vec<(&'static str, Value)>,
+}
+
+impl Stmt {
+    /// A statement without placeholders (DDL takes none).
+    pub fn plain(text: impl Into<String>) -> Stmt {
+        Stmt {
+            text: text.into(),
+            binds: Vec::new(),
+        }
+    }
+
+    fn with(text: impl Into<String>, binds: Vec<(&'static str, Value)>) -> Stmt {
+        Stmt {
+            text: text.into(),
+            binds,
+        }
+    }
+
+    /// The placeholder names this statement binds, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.binds.iter().map(|(n, _)| *n).collect()
+    }
+}
+
+fn text(v: &str) -> Value {
+    Value::Text(v.to_string())
+}
 
 /// An Oracle identifier, quoted and upper-cased (unquoted names fold to upper case).
 pub fn ident(name: &str) -> String {
@@ -27,231 +78,732 @@ pub fn user_name(prefix: &str, n: u32) -> String {
     format!("{}{n}", prefix.to_uppercase())
 }
 
-/// Creates a schema's user with quota on its tablespace. The password is a bind-free
-/// literal here because DDL takes no binds; the caller never logs this text.
-pub fn create_user(user: &str, password: &str, tablespace: Option<&str>) -> String {
-    let ts = tablespace
-        .map(|t| {
-            format!(
-                " DEFAULT TABLESPACE {} QUOTA UNLIMITED ON {}",
-                ident(t),
-                ident(t)
-            )
-        })
-        .unwrap_or_else(|| " QUOTA UNLIMITED ON USERS".to_string());
-    format!(
-        "CREATE USER {} IDENTIFIED BY \"{}\"{ts}",
-        ident(user),
-        password.replace('"', "")
+// --- What setup and run read from the server before anything else -------------------------
+
+/// The container the session is in. CON_NAME is CDB$ROOT in a multitenant root, the PDB's
+/// name in a PDB, the database's name in a non-CDB (12.1+; V$DATABASE.CDB is 12.1+ too).
+pub fn container() -> Stmt {
+    Stmt::plain(
+        "SELECT SYS_CONTEXT('USERENV', 'CON_NAME'), TO_NUMBER(SYS_CONTEXT('USERENV', 'CON_ID')), \
+         TO_NUMBER(SYS_CONTEXT('USERENV', 'CON_DBID')), (SELECT cdb FROM v$database) FROM DUAL",
     )
 }
 
-pub fn grant_session(user: &str) -> String {
-    format!("GRANT CREATE SESSION, CREATE TABLE TO {}", ident(user))
+/// Before 12.1 (no CON_NAME, no V$DATABASE.CDB): a non-CDB, its name and DBID.
+pub fn non_cdb_database() -> Stmt {
+    Stmt::plain("SELECT name, dbid FROM v$database")
 }
 
-/// CF1: a numeric key and filler columns; PCTFREE 99 leaves room for one row per block.
-pub fn create_table(user: &str, tablespace: Option<&str>) -> String {
+/// The PDBs a user connected to CDB$ROOT could use instead.
+pub fn pdbs() -> Stmt {
+    Stmt::plain("SELECT name FROM v$pdbs WHERE name <> 'PDB$SEED' ORDER BY con_id")
+}
+
+/// The database's default permanent tablespace (in a PDB, the PDB's own).
+pub fn default_tablespace() -> Stmt {
+    Stmt::with(
+        "SELECT property_value FROM database_properties WHERE property_name = :property",
+        vec![("property", text("DEFAULT_PERMANENT_TABLESPACE"))],
+    )
+}
+
+/// Block size, contents and status of the tablespace the data set goes into.
+pub fn tablespace(name: &str) -> Stmt {
+    Stmt::with(
+        "SELECT block_size, contents, status FROM dba_tablespaces WHERE tablespace_name = :tablespace",
+        vec![("tablespace", text(&name.to_uppercase()))],
+    )
+}
+
+/// The buffer caches of every instance (DEFAULT, KEEP, RECYCLE and the nK caches), bytes.
+pub fn buffer_caches() -> Stmt {
+    Stmt::plain(
+        "SELECT inst_id, component, current_size FROM gv$sga_dynamic_components \
+         WHERE component LIKE '%buffer cache'",
+    )
+}
+
+/// The database's standard block size (the DEFAULT buffer cache holds blocks of this size).
+pub fn db_block_size() -> Stmt {
+    Stmt::with(
+        "SELECT TO_NUMBER(value) FROM v$parameter WHERE name = :parameter",
+        vec![("parameter", text("db_block_size"))],
+    )
+}
+
+// --- Setup, check, teardown ----------------------------------------------------------------
+
+pub fn user_exists(user: &str) -> Stmt {
+    Stmt::with(
+        "SELECT COUNT(*) FROM all_users WHERE username = :username",
+        vec![("username", text(user))],
+    )
+}
+
+/// Users whose names start with the prefix, for teardown.
+pub fn users_like(prefix: &str) -> Stmt {
+    Stmt::with(
+        "SELECT username FROM all_users WHERE username LIKE :pattern ORDER BY username",
+        vec![("pattern", text(&format!("{}%", prefix.to_uppercase())))],
+    )
+}
+
+/// Creates a schema's user with its default tablespace and quota there, the tablespace setup
+/// resolved (data.tablespace, else the database's default permanent tablespace). The password
+/// is a literal because DDL takes no binds; the caller never logs this text.
+pub fn create_user(user: &str, password: &str, tablespace: &str) -> Stmt {
+    Stmt::plain(format!(
+        "CREATE USER {} IDENTIFIED BY \"{}\" DEFAULT TABLESPACE {ts} QUOTA UNLIMITED ON {ts}",
+        ident(user),
+        password.replace('"', ""),
+        ts = ident(tablespace)
+    ))
+}
+
+/// The measured sessions only log in: the admin user creates and loads their table.
+pub fn grant_session(user: &str) -> Stmt {
+    Stmt::plain(format!("GRANT CREATE SESSION TO {}", ident(user)))
+}
+
+/// CF1: a numeric key and filler columns; PCTFREE 99 leaves room for one row per block
+/// whatever the block size.
+pub fn create_table(user: &str, tablespace: &str) -> Stmt {
     let fillers = (2..2 + FILLER_COLUMNS)
         .map(|i| format!("C{i} VARCHAR2({FILLER_LEN})"))
         .collect::<Vec<_>>()
         .join(", ");
-    let ts = tablespace
-        .map(|t| format!(" TABLESPACE {}", ident(t)))
-        .unwrap_or_default();
-    format!(
-        "CREATE TABLE {}.{TABLE} (CUSTID NUMBER(15) NOT NULL, {fillers}) PCTFREE 99 PCTUSED 1 NOCOMPRESS{ts}",
-        ident(user)
-    )
+    Stmt::plain(format!(
+        "CREATE TABLE {}.{TABLE} (CUSTID NUMBER(15) NOT NULL, {fillers}) PCTFREE 99 PCTUSED 1 \
+         NOCOMPRESS TABLESPACE {}",
+        ident(user),
+        ident(tablespace)
+    ))
 }
 
 /// SLOB's trick for one row per block: insert one row, MINIMIZE RECORDS_PER_BLOCK (the
 /// table remembers "at most as many rows per block as now"), then empty it.
-pub fn one_row_per_block(user: &str) -> [String; 3] {
+pub fn one_row_per_block(user: &str) -> [Stmt; 3] {
     let t = format!("{}.{TABLE}", ident(user));
     let fillers = ["'x'"; FILLER_COLUMNS].join(", ");
     [
-        format!("INSERT INTO {t} VALUES (0, {fillers})"),
-        format!("ALTER TABLE {t} MINIMIZE RECORDS_PER_BLOCK"),
-        format!("TRUNCATE TABLE {t}"),
+        Stmt::plain(format!("INSERT INTO {t} VALUES (0, {fillers})")),
+        Stmt::plain(format!("ALTER TABLE {t} MINIMIZE RECORDS_PER_BLOCK")),
+        Stmt::plain(format!("TRUNCATE TABLE {t}")),
     ]
 }
 
-/// Server-side load: `rows` keys in random physical order (ORDER BY DBMS_RANDOM.VALUE), the
-/// filler 128 'X', direct path.
-pub fn load(user: &str, rows: u64, seed: u64) -> Vec<String> {
+/// Seeds DBMS_RANDOM for the load's physical order. The seed goes in as text, as SLOB's
+/// setup.sh does (`DBMS_RANDOM.seed(val => v_seed)` with a VARCHAR2): the BINARY_INTEGER
+/// overload takes only 32-bit values, and a u64 seed overflows it.
+pub fn seed(seed: u64) -> Stmt {
+    Stmt::with(
+        "BEGIN DBMS_RANDOM.SEED(val => :seed); END;",
+        vec![("seed", Value::Text(seed.to_string()))],
+    )
+}
+
+/// The side of the load's row generator: rows come from a cross join of two generators of
+/// `side` rows each, so neither holds more than about sqrt(rows) rows in memory.
+/// `CONNECT BY LEVEL <= rows` on DUAL alone runs out of memory (ORA-30009, ORA-04030)
+/// from a few million rows.
+pub fn generator_side(rows: u64) -> u64 {
+    let mut side = (rows as f64).sqrt().ceil() as u64;
+    while side.saturating_mul(side) < rows {
+        side += 1;
+    }
+    side.max(1)
+}
+
+/// Server-side load: keys 1..rows in random physical order (ORDER BY DBMS_RANDOM.VALUE, in
+/// the session `seed` seeded), filler 128 'X', direct path. Key = (a - 1) * side + b over the
+/// cross join of two generators, cut at `rows`.
+pub fn load(user: &str, rows: u64) -> Stmt {
     let t = format!("{}.{TABLE}", ident(user));
     let filler = format!("RPAD('X', {FILLER_LEN}, 'X')");
     let cols = [filler.as_str(); FILLER_COLUMNS].join(", ");
-    vec![
-        format!("BEGIN DBMS_RANDOM.SEED({seed}); END;"),
+    let side = generator_side(rows) as i64;
+    let outer = (rows as i64 + side - 1) / side;
+    Stmt::with(
         format!(
             "INSERT /*+ APPEND */ INTO {t} SELECT k, {cols} FROM \
-             (SELECT LEVEL AS k FROM DUAL CONNECT BY LEVEL <= {rows}) ORDER BY DBMS_RANDOM.VALUE"
+             (SELECT (a.n - 1) * :side + b.n AS k \
+             FROM (SELECT LEVEL AS n FROM DUAL CONNECT BY LEVEL <= :outer_rows) a \
+             CROSS JOIN (SELECT LEVEL AS n FROM DUAL CONNECT BY LEVEL <= :inner_rows) b) \
+             WHERE k <= :row_count ORDER BY DBMS_RANDOM.VALUE"
         ),
-    ]
+        vec![
+            ("side", Value::Int(side)),
+            ("outer_rows", Value::Int(outer.max(1))),
+            ("inner_rows", Value::Int(side)),
+            ("row_count", Value::Int(rows as i64)),
+        ],
+    )
 }
 
-pub fn create_index(user: &str, tablespace: Option<&str>) -> String {
-    let ts = tablespace
-        .map(|t| format!(" TABLESPACE {}", ident(t)))
-        .unwrap_or_default();
-    format!(
-        "CREATE INDEX {u}.{INDEX} ON {u}.{TABLE} (CUSTID) PCTFREE 0{ts}",
+pub fn create_index(user: &str, tablespace: &str) -> Stmt {
+    Stmt::plain(format!(
+        "CREATE INDEX {u}.{INDEX} ON {u}.{TABLE} (CUSTID) PCTFREE 0 TABLESPACE {}",
+        ident(tablespace),
         u = ident(user)
+    ))
+}
+
+pub fn gather_stats(user: &str) -> Stmt {
+    Stmt::with(
+        "BEGIN DBMS_STATS.GATHER_TABLE_STATS(ownname => :owner, tabname => 'CF1', cascade => TRUE); END;",
+        vec![("owner", text(&user.to_uppercase()))],
     )
 }
 
-pub fn gather_stats(user: &str) -> String {
-    format!(
-        "BEGIN DBMS_STATS.GATHER_TABLE_STATS(ownname => {}, tabname => '{TABLE}', cascade => TRUE); END;",
-        literal(&user.to_uppercase())
-    )
-}
-
-/// The mark: `dbio {"state":...,"scale_blocks":N}`.
-pub fn comment_table(user: &str, mark_json: &str) -> String {
-    format!(
+/// The mark: `dbio {"state":...,"scale_blocks":N,"block_size":B}`.
+pub fn comment_table(user: &str, mark_json: &str) -> Stmt {
+    Stmt::plain(format!(
         "COMMENT ON TABLE {}.{TABLE} IS {}",
         ident(user),
         literal(&format!("{MARK} {mark_json}"))
-    )
+    ))
 }
 
 /// The mark of a user's CF1, if the table exists.
-pub const TABLE_MARK: &str =
-    "SELECT comments FROM all_tab_comments WHERE owner = :1 AND table_name = 'CF1'";
+pub fn table_mark(user: &str) -> Stmt {
+    Stmt::with(
+        "SELECT comments FROM all_tab_comments WHERE owner = :owner AND table_name = 'CF1'",
+        vec![("owner", text(user))],
+    )
+}
 
-/// Rows, distinct blocks and the key range: one row per block means rows = blocks.
-pub fn rows_and_blocks(user: &str) -> String {
-    format!(
+/// The optimizer statistics setup gathered: rows and blocks below the high-water mark. With
+/// the mark, this is run's preflight: no scan of the table just before the window.
+pub fn table_stats(user: &str) -> Stmt {
+    Stmt::with(
+        "SELECT num_rows, blocks FROM all_tab_statistics \
+         WHERE owner = :owner AND table_name = 'CF1' AND object_type = 'TABLE'",
+        vec![("owner", text(user))],
+    )
+}
+
+/// `check`: rows, distinct blocks and the key range by a full scan (one row per block means
+/// rows = blocks). Only `check` runs it; `run` trusts the mark and the statistics.
+pub fn rows_and_blocks(user: &str) -> Stmt {
+    Stmt::plain(format!(
         "SELECT COUNT(*), COUNT(DISTINCT DBMS_ROWID.ROWID_RELATIVE_FNO(ROWID) || '.' || \
          DBMS_ROWID.ROWID_BLOCK_NUMBER(ROWID)), MIN(CUSTID), MAX(CUSTID) FROM {}.{TABLE}",
         ident(user)
-    )
+    ))
 }
 
 /// Objects of a user other than dbio's table and index: when there are any, teardown drops
 /// only CF1 and keeps the user.
-pub const FOREIGN_OBJECTS: &str = "SELECT object_type || ' ' || object_name FROM all_objects \
-     WHERE owner = :1 AND object_name NOT IN ('CF1', 'I_CF1') AND object_name NOT LIKE 'BIN$%' \
-     AND object_name NOT LIKE 'SYS_%' ORDER BY 1";
+pub fn foreign_objects(user: &str) -> Stmt {
+    Stmt::with(
+        "SELECT object_type || ' ' || object_name FROM all_objects \
+         WHERE owner = :owner AND object_name NOT IN ('CF1', 'I_CF1') AND object_name NOT LIKE 'BIN$%' \
+         AND object_name NOT LIKE 'SYS_%' ORDER BY 1",
+        vec![("owner", text(user))],
+    )
+}
 
 /// Drops dbio's table (and with it its index) without the recycle bin.
-pub fn drop_table(user: &str) -> String {
-    format!("DROP TABLE {}.{TABLE} PURGE", ident(user))
+pub fn drop_table(user: &str) -> Stmt {
+    Stmt::plain(format!("DROP TABLE {}.{TABLE} PURGE", ident(user)))
 }
 
 /// Only users dbio created are dropped; CASCADE drops their table and index with them.
-pub fn drop_user(user: &str) -> String {
-    format!("DROP USER {} CASCADE", ident(user))
+pub fn drop_user(user: &str) -> Stmt {
+    Stmt::plain(format!("DROP USER {} CASCADE", ident(user)))
 }
+
+// --- The measured sessions ------------------------------------------------------------------
 
 /// The session's read: `work_unit` keys through the index, SLOB's COUNT(C2).
-pub fn read_range(user: &str) -> String {
-    format!(
-        "SELECT COUNT(C2) FROM {}.{TABLE} WHERE CUSTID BETWEEN :1 AND :2",
-        ident(user)
+pub fn read_range(user: &str) -> Stmt {
+    Stmt::with(
+        format!(
+            "SELECT COUNT(C2) FROM {}.{TABLE} WHERE CUSTID BETWEEN :lo AND :hi",
+            ident(user)
+        ),
+        vec![("lo", Value::Int(0)), ("hi", Value::Int(0))],
     )
 }
+
+/// Placeholder names of the update's filler columns: one per column (C2 -> `c2`).
+const FILLER_BINDS: [&str; FILLER_COLUMNS] = ["c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"];
 
 /// The session's update: one filler column (lite) or all (heavy), committed per statement.
-pub fn update_range(user: &str, heavy: bool) -> String {
-    let set = if heavy {
-        (2..2 + FILLER_COLUMNS)
-            .map(|i| format!("C{i} = :3"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    } else {
-        "C2 = :3".to_string()
-    };
-    format!(
-        "UPDATE {}.{TABLE} SET {set} WHERE CUSTID BETWEEN :1 AND :2",
-        ident(user)
+/// Each column has its own placeholder (`:c2`, `:c3`, ...); the session binds the same
+/// value to each.
+pub fn update_range(user: &str, heavy: bool) -> Stmt {
+    let columns = if heavy { FILLER_COLUMNS } else { 1 };
+    let set = (0..columns)
+        .map(|i| format!("C{} = :{}", i + 2, FILLER_BINDS[i]))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut binds: Vec<(&'static str, Value)> = FILLER_BINDS[..columns]
+        .iter()
+        .map(|n| (*n, text("")))
+        .collect();
+    binds.extend([("lo", Value::Int(0)), ("hi", Value::Int(0))]);
+    Stmt::with(
+        format!(
+            "UPDATE {}.{TABLE} SET {set} WHERE CUSTID BETWEEN :lo AND :hi",
+            ident(user)
+        ),
+        binds,
     )
 }
 
+// --- The collector --------------------------------------------------------------------------
+
 /// V$SYSSTAT statistics the collector reads (names exactly as Oracle spells them).
+/// SLOB's awr_info reads 'physical read IO requests' and 'physical write IO requests' (data
+/// files); the 'total' ones add redo, archive, control file and backup I/O.
 pub const SYSSTAT_NAMES: &[&str] = &[
     "physical read total IO requests",
     "physical write total IO requests",
     "physical read IO requests",
     "physical write IO requests",
     "physical reads",
+    "physical reads direct",
+    "physical reads direct (lob)",
+    "physical writes",
     "physical read total bytes",
     "physical write total bytes",
     "session logical reads",
     "redo size",
+    "redo writes",
     "user commits",
     "execute count",
     "DB time",
     "CPU used by this session",
 ];
 
-/// Events SLOB's reports single out; the rest are ranked by time.
+/// V$SYS_TIME_MODEL statistics (microseconds): DB time and DB CPU are AWR's Load Profile
+/// figures (foreground only, every call timed, unlike 'CPU used by this session').
+pub const TIME_MODEL_NAMES: &[&str] = &[
+    "DB time",
+    "DB CPU",
+    "background cpu time",
+    "background elapsed time",
+];
+
+/// Events SLOB's reports single out.
 pub const KEY_EVENTS: &[&str] = &[
     "db file sequential read",
     "db file parallel read",
     "db file scattered read",
+    "direct path read",
+    "db file parallel write",
     "log file parallel write",
     "log file sync",
     "free buffer waits",
 ];
 
-/// V$SYSSTAT rows per instance (GV$ covers RAC; one row set per INST_ID).
-pub fn sysstat_query() -> String {
-    let names = SYSSTAT_NAMES
+fn in_list(names: &[&str]) -> String {
+    names
         .iter()
         .map(|n| literal(n))
         .collect::<Vec<_>>()
-        .join(", ");
-    format!("SELECT inst_id, name, value FROM gv$sysstat WHERE name IN ({names})")
+        .join(", ")
 }
 
-/// Every non-idle event's waits and time per instance.
-pub const SYSTEM_EVENT: &str = "SELECT inst_id, event, wait_class, total_waits, time_waited_micro \
-     FROM gv$system_event WHERE wait_class <> 'Idle'";
+/// The CON_ID column, or 0 where the views have none (before 12.1: no containers).
+fn con_id(has_con_id: bool) -> &'static str {
+    if has_con_id { "con_id" } else { "0 AS con_id" }
+}
+
+/// V$SYSSTAT rows per instance (GV$ covers RAC) and container: CON_ID 0 is the whole
+/// instance (a non-CDB, or the root); a PDB may see only its own rows.
+pub fn sysstat(has_con_id: bool) -> Stmt {
+    Stmt::plain(format!(
+        "SELECT inst_id, {}, name, value FROM gv$sysstat WHERE name IN ({})",
+        con_id(has_con_id),
+        in_list(SYSSTAT_NAMES)
+    ))
+}
+
+/// V$SYS_TIME_MODEL rows per instance and container.
+pub fn time_model(has_con_id: bool) -> Stmt {
+    Stmt::plain(format!(
+        "SELECT inst_id, {}, stat_name, value FROM gv$sys_time_model WHERE stat_name IN ({})",
+        con_id(has_con_id),
+        in_list(TIME_MODEL_NAMES)
+    ))
+}
+
+/// Every non-idle event's waits and time per instance and container, foreground (_FG, 11.1+)
+/// and all; background = all - foreground, as AWR's Background Wait Events.
+pub fn system_event(has_con_id: bool) -> Stmt {
+    Stmt::plain(format!(
+        "SELECT inst_id, {}, event, wait_class, total_waits, time_waited_micro, \
+         total_waits_fg, time_waited_micro_fg FROM gv$system_event WHERE wait_class <> 'Idle'",
+        con_id(has_con_id)
+    ))
+}
 
 /// The instances and when each started: a changed startup time means a restart inside the
 /// window, and every delta of that instance is void.
-pub const INSTANCES: &str = "SELECT inst_id, instance_name, \
-     TO_CHAR(startup_time, 'YYYY-MM-DD\"T\"HH24:MI:SS'), version FROM gv$instance";
-
-/// Microsecond histogram of the key events (12.1+).
-pub fn event_histogram_query() -> String {
-    let names = KEY_EVENTS
-        .iter()
-        .map(|n| literal(n))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "SELECT inst_id, event, wait_time_micro, wait_count FROM gv$event_histogram_micro \
-         WHERE event IN ({names})"
+pub fn instances() -> Stmt {
+    Stmt::plain(
+        "SELECT inst_id, instance_name, \
+         TO_CHAR(startup_time, 'YYYY-MM-DD\"T\"HH24:MI:SS'), version FROM gv$instance",
     )
 }
 
-/// Whether V$EVENT_HISTOGRAM_MICRO exists (12.1+).
-pub const HAS_HISTOGRAM_MICRO: &str =
-    "SELECT COUNT(*) FROM all_views WHERE view_name = 'GV_$EVENT_HISTOGRAM_MICRO'";
+/// Microsecond histogram of the key events (12.1+).
+pub fn event_histogram() -> Stmt {
+    Stmt::plain(format!(
+        "SELECT inst_id, con_id, event, wait_time_micro, wait_count FROM gv$event_histogram_micro \
+         WHERE event IN ({})",
+        in_list(KEY_EVENTS)
+    ))
+}
 
-/// One sample of dbio's sessions (ASH-like, without the licence): what each is doing.
-pub const SESSION_SAMPLE: &str = "SELECT inst_id, client_identifier, state, \
-     CASE WHEN state = 'WAITING' THEN wait_class || ':' || event ELSE 'CPU' END \
-     FROM gv$session WHERE module = 'dbio'";
+/// Whether V$EVENT_HISTOGRAM_MICRO exists (12.1+).
+pub fn has_histogram_micro() -> Stmt {
+    Stmt::with(
+        "SELECT COUNT(*) FROM all_views WHERE view_name = :view_name",
+        vec![("view_name", text("GV_$EVENT_HISTOGRAM_MICRO"))],
+    )
+}
+
+/// One sample of dbio's sessions (ASH-like, without the licence): what each is doing. A
+/// session waiting on an idle event (between calls: 'SQL*Net message from client') is not
+/// active and is not sampled, as ASH samples only active sessions.
+pub fn session_sample() -> Stmt {
+    Stmt::with(
+        "SELECT inst_id, client_identifier, state, \
+         CASE WHEN state = 'WAITING' THEN wait_class || ':' || event ELSE 'CPU' END \
+         FROM gv$session WHERE module = :module AND NOT (state = 'WAITING' AND wait_class = 'Idle')",
+        vec![("module", text(MODULE))],
+    )
+}
 
 /// AWR snapshots around the window (Diagnostics Pack licence) and the text report.
-pub const AWR_SNAPSHOT: &str = "SELECT DBMS_WORKLOAD_REPOSITORY.CREATE_SNAPSHOT() FROM DUAL";
-pub const AWR_REPORT: &str = "SELECT output FROM TABLE(DBMS_WORKLOAD_REPOSITORY.AWR_REPORT_TEXT(\
-     (SELECT dbid FROM v$database), (SELECT instance_number FROM v$instance), :1, :2))";
+pub fn awr_snapshot() -> Stmt {
+    Stmt::plain("SELECT DBMS_WORKLOAD_REPOSITORY.CREATE_SNAPSHOT() FROM DUAL")
+}
+
+/// One instance's AWR text report. `dbid` is the container's (CON_DBID: in a PDB its
+/// PDB-level snapshots are kept under the PDB's DBID, not V$DATABASE.DBID).
+pub fn awr_report(dbid: i64, instance: i64, begin: i64, end: i64) -> Stmt {
+    Stmt::with(
+        "SELECT output FROM TABLE(DBMS_WORKLOAD_REPOSITORY.AWR_REPORT_TEXT(\
+         :dbid, :instance, :begin_snap, :end_snap))",
+        vec![
+            ("dbid", Value::Int(dbid)),
+            ("instance", Value::Int(instance)),
+            ("begin_snap", Value::Int(begin)),
+            ("end_snap", Value::Int(end)),
+        ],
+    )
+}
+
+/// RAC: the global AWR text report over every instance (an empty instance list = all).
+pub fn awr_global_report(dbid: i64, begin: i64, end: i64) -> Stmt {
+    Stmt::with(
+        "SELECT output FROM TABLE(DBMS_WORKLOAD_REPOSITORY.AWR_GLOBAL_REPORT_TEXT(\
+         :dbid, '', :begin_snap, :end_snap))",
+        vec![
+            ("dbid", Value::Int(dbid)),
+            ("begin_snap", Value::Int(begin)),
+            ("end_snap", Value::Int(end)),
+        ],
+    )
+}
+
+/// The placeholder names in an Oracle SQL or PL/SQL text: `:name` outside string literals,
+/// quoted identifiers and comments (`:=` is PL/SQL assignment, not a placeholder).
+pub fn placeholders(sql: &str) -> Vec<String> {
+    let chars: Vec<char> = sql.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\'' | '"' => {
+                let quote = chars[i];
+                i += 1;
+                while i < chars.len() && chars[i] != quote {
+                    i += 1;
+                }
+            }
+            '-' if chars.get(i + 1) == Some(&'-') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if chars.get(i + 1) == Some(&'*') => {
+                i += 2;
+                while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            ':' => {
+                let start = i + 1;
+                let mut end = start;
+                while end < chars.len() && (chars[end].is_alphanumeric() || chars[end] == '_') {
+                    end += 1;
+                }
+                if end > start {
+                    out.push(chars[start..end].iter().collect::<String>().to_lowercase());
+                }
+                i = end.max(i + 1) - 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Every statement the backend runs, built with sample arguments.
+    pub(crate) fn every_statement() -> Vec<(&'static str, Stmt)> {
+        let u = "USER1";
+        let mut all = vec![
+            ("container", container()),
+            ("non_cdb_database", non_cdb_database()),
+            ("pdbs", pdbs()),
+            ("default_tablespace", default_tablespace()),
+            ("tablespace", tablespace("users")),
+            ("buffer_caches", buffer_caches()),
+            ("db_block_size", db_block_size()),
+            ("user_exists", user_exists(u)),
+            ("users_like", users_like("user")),
+            ("create_user", create_user(u, "pw", "USERS")),
+            ("grant_session", grant_session(u)),
+            ("create_table", create_table(u, "USERS")),
+            ("seed", seed(u64::MAX)),
+            ("load", load(u, 10_000)),
+            ("create_index", create_index(u, "USERS")),
+            ("gather_stats", gather_stats(u)),
+            (
+                "comment_table",
+                comment_table(u, "{\"state\":\"complete\"}"),
+            ),
+            ("table_mark", table_mark(u)),
+            ("table_stats", table_stats(u)),
+            ("rows_and_blocks", rows_and_blocks(u)),
+            ("foreign_objects", foreign_objects(u)),
+            ("drop_table", drop_table(u)),
+            ("drop_user", drop_user(u)),
+            ("read_range", read_range(u)),
+            ("update_range lite", update_range(u, false)),
+            ("update_range heavy", update_range(u, true)),
+            ("sysstat", sysstat(true)),
+            ("sysstat 11g", sysstat(false)),
+            ("time_model", time_model(true)),
+            ("system_event", system_event(true)),
+            ("instances", instances()),
+            ("event_histogram", event_histogram()),
+            ("has_histogram_micro", has_histogram_micro()),
+            ("session_sample", session_sample()),
+            ("awr_snapshot", awr_snapshot()),
+            ("awr_report", awr_report(1, 1, 10, 11)),
+            ("awr_global_report", awr_global_report(1, 10, 11)),
+        ];
+        all.extend(
+            one_row_per_block(u)
+                .into_iter()
+                .map(|s| ("one_row_per_block", s)),
+        );
+        all
+    }
+
+    #[test]
+    fn every_statement_binds_exactly_the_names_in_its_text() {
+        for (what, s) in every_statement() {
+            let in_text = placeholders(&s.text);
+            let mut unique = in_text.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(
+                unique.len(),
+                in_text.len(),
+                "{what}: a placeholder name appears twice: {}",
+                s.text
+            );
+            let mut bound: Vec<String> = s.names().iter().map(|n| n.to_string()).collect();
+            bound.sort();
+            assert_eq!(unique, bound, "{what}: {}", s.text);
+        }
+    }
+
+    /// Oracle SQL reserved words (SQL Language Reference, "Oracle SQL Reserved Words"; also
+    /// V$RESERVED_WORDS with RESERVED = 'Y'). A bind name that is one fails with ORA-01745.
+    const RESERVED: &[&str] = &[
+        "ACCESS",
+        "ADD",
+        "ALL",
+        "ALTER",
+        "AND",
+        "ANY",
+        "AS",
+        "ASC",
+        "AUDIT",
+        "BETWEEN",
+        "BY",
+        "CHAR",
+        "CHECK",
+        "CLUSTER",
+        "COLUMN",
+        "COLUMN_VALUE",
+        "COMMENT",
+        "COMPRESS",
+        "CONNECT",
+        "CREATE",
+        "CURRENT",
+        "DATE",
+        "DECIMAL",
+        "DEFAULT",
+        "DELETE",
+        "DESC",
+        "DISTINCT",
+        "DROP",
+        "ELSE",
+        "EXCLUSIVE",
+        "EXISTS",
+        "FILE",
+        "FLOAT",
+        "FOR",
+        "FROM",
+        "GRANT",
+        "GROUP",
+        "HAVING",
+        "IDENTIFIED",
+        "IMMEDIATE",
+        "IN",
+        "INCREMENT",
+        "INDEX",
+        "INITIAL",
+        "INSERT",
+        "INTEGER",
+        "INTERSECT",
+        "INTO",
+        "IS",
+        "LEVEL",
+        "LIKE",
+        "LOCK",
+        "LONG",
+        "MAXEXTENTS",
+        "MINUS",
+        "MLSLABEL",
+        "MODE",
+        "MODIFY",
+        "NESTED_TABLE_ID",
+        "NOAUDIT",
+        "NOCOMPRESS",
+        "NOT",
+        "NOWAIT",
+        "NULL",
+        "NUMBER",
+        "OF",
+        "OFFLINE",
+        "ON",
+        "ONLINE",
+        "OPTION",
+        "OR",
+        "ORDER",
+        "PCTFREE",
+        "PRIOR",
+        "PUBLIC",
+        "RAW",
+        "RENAME",
+        "RESOURCE",
+        "REVOKE",
+        "ROW",
+        "ROWID",
+        "ROWNUM",
+        "ROWS",
+        "SELECT",
+        "SESSION",
+        "SET",
+        "SHARE",
+        "SIZE",
+        "SMALLINT",
+        "START",
+        "SUCCESSFUL",
+        "SYNONYM",
+        "SYSDATE",
+        "TABLE",
+        "THEN",
+        "TO",
+        "TRIGGER",
+        "UID",
+        "UNION",
+        "UNIQUE",
+        "UPDATE",
+        "USER",
+        "VALIDATE",
+        "VALUES",
+        "VARCHAR",
+        "VARCHAR2",
+        "VIEW",
+        "WHENEVER",
+        "WHERE",
+        "WITH",
+    ];
+
+    // A bind named like a reserved word (`:rows`, `:level`, `:size`) is ORA-01745.
+    #[test]
+    fn no_bind_name_is_a_reserved_word() {
+        for (what, s) in every_statement() {
+            for name in s.names() {
+                assert!(
+                    !RESERVED.contains(&name.to_uppercase().as_str()),
+                    "{what}: :{name} is an Oracle reserved word"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_placeholder_scanner_skips_literals_comments_and_assignments() {
+        assert_eq!(
+            placeholders("SELECT ':x', \"A:B\" /* :c */ FROM t WHERE a = :lo -- :d\n AND b = :Hi"),
+            ["lo", "hi"]
+        );
+        assert_eq!(
+            placeholders("BEGIN x := :v; END;"),
+            ["v"],
+            "`:=` is no placeholder"
+        );
+        assert!(placeholders(&instances().text).is_empty());
+    }
+
+    // Regression: the update was `SET C2 = :3 WHERE CUSTID BETWEEN :1 AND :2` bound by
+    // position as (lo, hi, value); ODPI-C numbers placeholders left to right, so C2 got `lo`.
+    #[test]
+    fn the_update_binds_its_columns_and_range_by_name() {
+        let lite = update_range("user1", false);
+        assert_eq!(
+            lite.text,
+            "UPDATE \"USER1\".CF1 SET C2 = :c2 WHERE CUSTID BETWEEN :lo AND :hi"
+        );
+        assert_eq!(lite.names(), ["c2", "lo", "hi"]);
+        let heavy = update_range("user1", true);
+        assert!(
+            heavy.text.contains("SET C2 = :c2, C3 = :c3")
+                && heavy
+                    .text
+                    .contains("C9 = :c9 WHERE CUSTID BETWEEN :lo AND :hi"),
+            "{}",
+            heavy.text
+        );
+        assert_eq!(heavy.names().len(), FILLER_COLUMNS + 2);
+        assert_eq!(
+            read_range("user1").text,
+            "SELECT COUNT(C2) FROM \"USER1\".CF1 WHERE CUSTID BETWEEN :lo AND :hi"
+        );
+    }
 
     #[test]
     fn schema_ddl_is_slobs() {
         assert_eq!(user_name("user", 3), "USER3");
-        let t = create_table("user1", Some("slob"));
+        let t = create_table("user1", "slob").text;
         assert!(
             t.starts_with(
                 "CREATE TABLE \"USER1\".CF1 (CUSTID NUMBER(15) NOT NULL, C2 VARCHAR2(128), "
@@ -266,73 +818,125 @@ mod tests {
         );
         let [ins, min, trunc] = one_row_per_block("user1");
         assert!(
-            ins.starts_with("INSERT INTO \"USER1\".CF1 VALUES (0, 'x'"),
-            "{ins}"
+            ins.text
+                .starts_with("INSERT INTO \"USER1\".CF1 VALUES (0, 'x'"),
+            "{}",
+            ins.text
         );
-        assert_eq!(min, "ALTER TABLE \"USER1\".CF1 MINIMIZE RECORDS_PER_BLOCK");
-        assert_eq!(trunc, "TRUNCATE TABLE \"USER1\".CF1");
         assert_eq!(
-            create_index("user1", None),
-            "CREATE INDEX \"USER1\".I_CF1 ON \"USER1\".CF1 (CUSTID) PCTFREE 0"
+            min.text,
+            "ALTER TABLE \"USER1\".CF1 MINIMIZE RECORDS_PER_BLOCK"
         );
-        let u = create_user("user1", "se\"cret", None);
+        assert_eq!(trunc.text, "TRUNCATE TABLE \"USER1\".CF1");
         assert_eq!(
-            u,
-            "CREATE USER \"USER1\" IDENTIFIED BY \"secret\" QUOTA UNLIMITED ON USERS"
+            create_index("user1", "SLOB").text,
+            "CREATE INDEX \"USER1\".I_CF1 ON \"USER1\".CF1 (CUSTID) PCTFREE 0 TABLESPACE \"SLOB\""
         );
-        assert!(gather_stats("user2").contains("ownname => 'USER2'"));
-        assert_eq!(drop_user("user1"), "DROP USER \"USER1\" CASCADE");
-        assert_eq!(drop_table("user1"), "DROP TABLE \"USER1\".CF1 PURGE");
-        assert!(FOREIGN_OBJECTS.contains("NOT IN ('CF1', 'I_CF1')"));
+        assert_eq!(
+            create_user("user1", "se\"cret", "DATA").text,
+            "CREATE USER \"USER1\" IDENTIFIED BY \"secret\" DEFAULT TABLESPACE \"DATA\" QUOTA UNLIMITED ON \"DATA\""
+        );
+        assert_eq!(
+            gather_stats("user2").binds,
+            [("owner", Value::Text("USER2".into()))]
+        );
+        assert_eq!(drop_user("user1").text, "DROP USER \"USER1\" CASCADE");
+        assert_eq!(drop_table("user1").text, "DROP TABLE \"USER1\".CF1 PURGE");
+        assert!(
+            foreign_objects("USER1")
+                .text
+                .contains("NOT IN ('CF1', 'I_CF1')")
+        );
     }
 
+    // Regression: DBMS_RANDOM.SEED got a u64 literal, which overflows the BINARY_INTEGER
+    // overload; SLOB passes a VARCHAR2.
     #[test]
-    fn load_is_server_side_and_random_ordered() {
-        let l = load("user1", 4096, 7);
-        assert_eq!(l[0], "BEGIN DBMS_RANDOM.SEED(7); END;");
+    fn the_seed_goes_in_as_text() {
+        let s = seed(u64::MAX);
+        assert_eq!(s.text, "BEGIN DBMS_RANDOM.SEED(val => :seed); END;");
+        assert_eq!(
+            s.binds,
+            [("seed", Value::Text("18446744073709551615".into()))]
+        );
+    }
+
+    // Regression: `CONNECT BY LEVEL <= rows` on DUAL ran out of memory at SLOB-sized scales.
+    #[test]
+    fn the_row_generator_is_a_cross_join_of_small_generators() {
+        let l = load("user1", 10_000_000);
         assert!(
-            l[1].starts_with(
+            l.text.starts_with(
                 "INSERT /*+ APPEND */ INTO \"USER1\".CF1 SELECT k, RPAD('X', 128, 'X'),"
             ),
             "{}",
-            l[1]
+            l.text
         );
-        assert!(l[1].contains("CONNECT BY LEVEL <= 4096) ORDER BY DBMS_RANDOM.VALUE"));
-        let check = rows_and_blocks("user1");
         assert!(
-            check.contains("DBMS_ROWID.ROWID_BLOCK_NUMBER(ROWID)")
-                && check.contains("COUNT(DISTINCT")
+            l.text.contains("CROSS JOIN")
+                && l.text
+                    .ends_with("WHERE k <= :row_count ORDER BY DBMS_RANDOM.VALUE"),
+            "{}",
+            l.text
         );
+        assert_eq!(
+            l.binds,
+            [
+                ("side", Value::Int(3163)),
+                ("outer_rows", Value::Int(3162)),
+                ("inner_rows", Value::Int(3163)),
+                ("row_count", Value::Int(10_000_000)),
+            ]
+        );
+        // The keys the generator makes are exactly 1..rows, each once, for awkward sizes too.
+        for rows in [1u64, 2, 7, 1000, 1001, 4097] {
+            let side = generator_side(rows);
+            let outer = rows.div_ceil(side);
+            let mut keys: Vec<u64> = (1..=outer)
+                .flat_map(|a| (1..=side).map(move |b| (a - 1) * side + b))
+                .filter(|k| *k <= rows)
+                .collect();
+            keys.sort_unstable();
+            assert_eq!(keys, (1..=rows).collect::<Vec<_>>(), "rows {rows}");
+        }
+        // A billion rows: two generators of 31,623 rows each.
+        assert_eq!(generator_side(1_000_000_000), 31_623);
     }
 
     #[test]
-    fn session_statements_bind_the_range() {
-        assert_eq!(
-            read_range("user1"),
-            "SELECT COUNT(C2) FROM \"USER1\".CF1 WHERE CUSTID BETWEEN :1 AND :2"
+    fn collector_queries_read_gv_views_per_container() {
+        assert!(
+            sysstat(false)
+                .text
+                .starts_with("SELECT inst_id, 0 AS con_id, name")
         );
-        assert_eq!(
-            update_range("user1", false),
-            "UPDATE \"USER1\".CF1 SET C2 = :3 WHERE CUSTID BETWEEN :1 AND :2"
+        let s = sysstat(true).text;
+        assert!(s.starts_with("SELECT inst_id, con_id, name, value FROM gv$sysstat WHERE name IN ('physical read total IO requests', "));
+        assert!(s.contains("'physical read IO requests'") && s.contains("'DB time'"));
+        let e = system_event(true).text;
+        assert!(
+            e.contains("total_waits_fg, time_waited_micro_fg")
+                && e.contains("wait_class <> 'Idle'")
+        );
+        assert!(time_model(true).text.contains("'DB CPU'"));
+        assert!(
+            event_histogram()
+                .text
+                .contains("'db file sequential read', 'db file parallel read'")
         );
         assert!(
-            update_range("user1", true).contains("C2 = :3, C3 = :3")
-                && update_range("user1", true).contains("C9 = :3 WHERE")
+            session_sample()
+                .text
+                .contains("NOT (state = 'WAITING' AND wait_class = 'Idle')")
         );
-    }
-
-    #[test]
-    fn collector_queries_read_gv_views() {
-        let s = sysstat_query();
-        assert!(s.starts_with("SELECT inst_id, name, value FROM gv$sysstat WHERE name IN ('physical read total IO requests', "));
-        assert!(s.contains("'CPU used by this session')"));
-        assert!(SYSTEM_EVENT.contains("wait_class <> 'Idle'"));
         assert!(
-            event_histogram_query().contains("'db file sequential read', 'db file parallel read'")
+            awr_global_report(1, 2, 3)
+                .text
+                .contains("AWR_GLOBAL_REPORT_TEXT")
         );
-        assert!(INSTANCES.contains("startup_time"));
         assert!(
             comment_table("user1", "{\"state\":\"complete\"}")
+                .text
                 .ends_with("IS 'dbio {\"state\":\"complete\"}'")
         );
     }

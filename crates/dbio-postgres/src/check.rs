@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::maintenance::{self, TableState};
-use crate::marker::{self, LoadState, Ownership};
+use crate::marker::{self, Ownership};
 use crate::server::server_info;
 use crate::sql;
 
@@ -40,38 +40,18 @@ async fn check_schema(
         facts: Vec::new(),
         problems: Vec::new(),
     };
-    match own {
-        Ownership::Absent => {
-            c.problems
-                .push("schema does not exist: run `dbio setup`".into());
+    let id = match marker::judge(&own, plan, name) {
+        Err(problem) => {
+            c.problems.push(problem);
             return Ok(c);
         }
-        Ownership::Foreign => {
-            c.problems
-                .push("schema exists but dbio did not create it".into());
-            return Ok(c);
+        Ok((id, problems)) => {
+            c.problems.extend(problems);
+            id
         }
-        Ownership::Dbio(None) => c.problems.push(
-            "dbio's mark on the schema is unreadable: rerun `dbio setup` to rebuild it".into(),
-        ),
-        Ownership::Dbio(Some(mark)) => {
-            if mark.state != LoadState::Complete {
-                c.problems.push(
-                    "load incomplete (interrupted or failed): rerun `dbio setup` to finish it"
-                        .into(),
-                );
-            }
-            if mark.scale_blocks != plan.scale_blocks {
-                c.problems.push(format!(
-                    "loaded with {} blocks but the configuration asks for {} blocks",
-                    mark.scale_blocks, plan.scale_blocks
-                ));
-            }
-        }
-    }
-    if marker::table_ownership(client, name).await?.is_none() {
-        c.problems
-            .push("table cf1 is missing: rerun `dbio setup`".into());
+    };
+    if let Some(problem) = marker::table_problem(marker::table(client, name, Some(&id)).await?) {
+        c.problems.push(problem);
         return Ok(c);
     }
 

@@ -379,6 +379,20 @@ pub struct Collected {
     pub warnings: Vec<String>,
 }
 
+impl Collected {
+    /// Nothing collected, for this reason.
+    pub fn skipped(reason: String) -> Collected {
+        Collected {
+            warnings: vec![reason],
+            ..Collected::default()
+        }
+    }
+}
+
+/// Longest the "after" snapshot may take, reconnecting included: a server that stopped
+/// answering must not keep the result from being written.
+const AFTER_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The collector around one run window: `begin` just before the window opens (drop caches,
 /// "before" snapshot, device counters, sampler), `end` after the sessions have flushed or
 /// disconnected.
@@ -489,13 +503,14 @@ impl WindowCollector {
     }
 
     /// After the window: the "after" snapshot and the figures. Failures become warnings:
-    /// what the client measured is kept either way.
-    pub async fn end(self, window_s: f64) -> Collected {
+    /// what the client measured is kept either way, and so are the device figures and the
+    /// wait samples when the snapshot cannot be had.
+    pub async fn end(mut self, window_s: f64) -> Collected {
         let mut out = Collected {
             warnings: self.notes.clone(),
             ..Collected::default()
         };
-        let Some((before, disk_before, sampler)) = self.started else {
+        let Some((before, disk_before, sampler)) = self.started.take() else {
             out.warnings.push(
                 "database statistics were not collected: the run stopped before its window opened"
                     .into(),
@@ -508,14 +523,52 @@ impl WindowCollector {
             tokio::time::sleep(Duration::from_millis(1200)).await;
         }
         let samples = sampler.stop().await;
-        let after = match take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await {
-            Ok(s) => s,
-            Err(e) => {
+        let disk_after = self
+            .device
+            .as_ref()
+            .and_then(|(d, _)| device::read_counters(d));
+        let after = match tokio::time::timeout(
+            AFTER_SNAPSHOT_TIMEOUT,
+            self.after_snapshot(&mut out),
+        )
+        .await
+        {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
                 out.warnings.push(format!(
-                    "database statistics could not be read after the run: {e}"
+                    "database figures are null: the statistics could not be read after the run: {e}"
                 ));
-                return out;
+                None
             }
+            Err(_) => {
+                out.warnings.push(format!(
+                        "database figures are null: the server did not answer the \"after\" snapshot within {} s \
+                         (stopped, overloaded, or a network partition?); device figures and wait samples are kept",
+                        AFTER_SNAPSHOT_TIMEOUT.as_secs()
+                    ));
+                None
+            }
+        };
+        let Some(after) = after else {
+            if let (Some((dev, path)), Some(b), Some(a)) = (&self.device, disk_before, disk_after) {
+                out.device = Some(device::device_metrics(
+                    dev,
+                    path,
+                    b,
+                    a,
+                    window_s,
+                    None,
+                    &self.cache_control,
+                ));
+            }
+            let sampled_only = DbMetrics::default();
+            out.waits = Some(sampler::wait_profile(
+                &samples,
+                &sampled_only,
+                window_s,
+                self.major,
+            ));
+            return out;
         };
         let m = metrics(
             &before,
@@ -526,9 +579,7 @@ impl WindowCollector {
             &self.target.user,
         );
         out.warnings.extend(warnings(&m));
-        if let (Some((dev, path)), Some(b)) = (&self.device, disk_before)
-            && let Some(a) = device::read_counters(dev)
-        {
+        if let (Some((dev, path)), Some(b), Some(a)) = (&self.device, disk_before, disk_after) {
             out.device = Some(device::device_metrics(
                 dev,
                 path,
@@ -550,6 +601,26 @@ impl WindowCollector {
         out.waits = Some(sampler::wait_profile(&samples, &m, window_s, self.major));
         out.db = Some(m);
         out
+    }
+
+    /// The "after" snapshot. The collector's connection sat idle through the window; when
+    /// it was lost anyway (a server-side timeout, a terminated backend), a new connection
+    /// takes the snapshot: the counters are server-wide, so the deltas hold.
+    async fn after_snapshot(&mut self, out: &mut Collected) -> Result<Snapshot> {
+        if !self.client.is_closed() {
+            match take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await {
+                Ok(s) => return Ok(s),
+                Err(e) if !self.client.is_closed() => return Err(e),
+                Err(_) => {}
+            }
+        }
+        self.client = self.target.connect("dbio-collector").await?;
+        out.warnings.push(
+            "the collector's connection was lost during the window; it reconnected for the \"after\" snapshot \
+             (the counters are server-wide, so the figures hold)"
+                .into(),
+        );
+        take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await
     }
 }
 

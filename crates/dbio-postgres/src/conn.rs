@@ -1,83 +1,144 @@
-//! Where to connect, following libpq's habits: a DSN (key=value or URL), the PG* environment
-//! variables and ~/.pgpass. dbio's precedence is flag > environment > file > default, applied
-//! per connection parameter, so `PGPORT=5433` overrides the port of the file's DSN but not the
-//! port of a `--dsn` flag.
+//! Where and how to connect, following libpq: a connection string (`dsn`), the PG*
+//! environment variables, a service file entry, the password file, and libpq's defaults.
+//! dbio's precedence is flag > environment > file > default, applied per keyword, so
+//! `PGPORT=5433` overrides the port of the file's DSN but not the port of a `--dsn` flag; a
+//! service's entries fill what no DSN sets and beat the environment, as in libpq.
+//!
+//! Every connection dbio opens goes through here: `Target::connect` for tokio-postgres
+//! (preflight, loader, collector, sampler, admin) and `wire` for the measured sessions, with
+//! the same host list, TLS, options, application_name and keepalive settings.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
-use tokio_postgres::config::Host;
-use tokio_postgres::{Client, NoTls};
+use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, NoTls, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+pub use crate::dsn::ConnParams;
+use crate::dsn::{quote_value, service_params};
 use crate::error::{PgError, Result, source_chain};
+use crate::sql;
+use crate::tls::{ChannelBindingMode, SslMode, TlsRequest, TlsSettings, describe_handshake_error};
 
-/// One layer of connection parameters; `None` means "this layer does not say".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConnParams {
-    pub host: Option<String>,
-    pub port: Option<u16>,
-    pub user: Option<String>,
-    pub password: Option<String>,
-    pub dbname: Option<String>,
-    pub passfile: Option<PathBuf>,
+/// One server of the host list: the name (or socket folder), the address to use instead of
+/// resolving it (`hostaddr`), and the port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    /// Host name, IP address or Unix-socket folder; empty when only `hostaddr` is given.
+    pub host: String,
+    pub hostaddr: Option<IpAddr>,
+    pub port: u16,
 }
 
-impl ConnParams {
-    /// Parses a libpq-style DSN (`host=... port=...`) or a `postgresql://` URL.
-    pub fn from_dsn(dsn: &str) -> Result<ConnParams> {
-        let cfg = tokio_postgres::Config::from_str(dsn).map_err(|e| {
-            PgError::Usage(format!(
-                "the connection string is not valid ({}); write it as \"host=H port=P user=U dbname=D\" or postgresql://U@H:P/D",
-                source_chain(&e)
-            ))
-        })?;
-        let host = cfg.get_hosts().first().map(|h| match h {
-            Host::Tcp(s) => s.clone(),
-            Host::Unix(p) => p.display().to_string(),
-        });
-        Ok(ConnParams {
-            host,
-            port: cfg.get_ports().first().copied(),
-            user: cfg.get_user().map(str::to_string),
-            password: cfg
-                .get_password()
-                .map(|p| String::from_utf8_lossy(p).into_owned()),
-            dbname: cfg.get_dbname().map(str::to_string),
-            passfile: None,
+impl HostSpec {
+    pub fn is_unix(&self) -> bool {
+        self.hostaddr.is_none() && self.host.starts_with('/')
+    }
+
+    /// The name used for TLS verification and the password file: the host, else hostaddr.
+    pub fn name(&self) -> String {
+        match (&self.host, self.hostaddr) {
+            (h, _) if !h.is_empty() => h.clone(),
+            (_, Some(a)) => a.to_string(),
+            _ => "localhost".into(),
+        }
+    }
+
+    /// `host=... [hostaddr=...] port=...` for messages.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        if !self.host.is_empty() {
+            out.push_str(&format!("host={} ", quote_value(&self.host)));
+        }
+        if let Some(a) = self.hostaddr {
+            out.push_str(&format!("hostaddr={a} "));
+        }
+        out.push_str(&format!("port={}", self.port));
+        out
+    }
+}
+
+/// libpq's `target_session_attrs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAttrs {
+    Any,
+    ReadWrite,
+    ReadOnly,
+    Primary,
+    Standby,
+    PreferStandby,
+}
+
+impl SessionAttrs {
+    fn parse(v: &str) -> Result<SessionAttrs> {
+        Ok(match v {
+            "any" => SessionAttrs::Any,
+            "read-write" => SessionAttrs::ReadWrite,
+            "read-only" => SessionAttrs::ReadOnly,
+            "primary" => SessionAttrs::Primary,
+            "standby" => SessionAttrs::Standby,
+            "prefer-standby" => SessionAttrs::PreferStandby,
+            _ => {
+                return Err(PgError::Usage(format!(
+                    "invalid target_session_attrs value: \"{v}\"; use any, read-write, read-only, primary, standby or prefer-standby"
+                )));
+            }
         })
     }
 
-    /// Reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE and PGPASSFILE through `get`.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<ConnParams> {
-        let nonempty = |k: &str| get(k).filter(|v| !v.is_empty());
-        let port = match nonempty("PGPORT") {
-            Some(p) => Some(p.parse::<u16>().map_err(|_| {
-                PgError::Usage(format!("PGPORT=`{p}` is not a port number (1-65535)"))
-            })?),
-            None => None,
-        };
-        Ok(ConnParams {
-            host: nonempty("PGHOST"),
-            port,
-            user: nonempty("PGUSER"),
-            password: nonempty("PGPASSWORD"),
-            dbname: nonempty("PGDATABASE"),
-            passfile: nonempty("PGPASSFILE").map(PathBuf::from),
-        })
+    /// The passes over the host list: prefer-standby looks for a standby first, then takes
+    /// any server (libpq's second pass).
+    pub(crate) fn passes(self) -> &'static [SessionAttrs] {
+        match self {
+            SessionAttrs::PreferStandby => &[SessionAttrs::Standby, SessionAttrs::Any],
+            SessionAttrs::Any => &[SessionAttrs::Any],
+            SessionAttrs::ReadWrite => &[SessionAttrs::ReadWrite],
+            SessionAttrs::ReadOnly => &[SessionAttrs::ReadOnly],
+            SessionAttrs::Primary => &[SessionAttrs::Primary],
+            SessionAttrs::Standby => &[SessionAttrs::Standby],
+        }
     }
 
-    /// This layer, with every parameter that `higher` sets taken from `higher`.
-    pub fn overlaid_by(self, higher: ConnParams) -> ConnParams {
-        ConnParams {
-            host: higher.host.or(self.host),
-            port: higher.port.or(self.port),
-            user: higher.user.or(self.user),
-            password: higher.password.or(self.password),
-            dbname: higher.dbname.or(self.dbname),
-            passfile: higher.passfile.or(self.passfile),
+    /// Whether a server in this state fits; the reason when it does not (libpq's words).
+    pub fn check(self, in_recovery: bool, read_only: bool) -> std::result::Result<(), String> {
+        match self {
+            SessionAttrs::Any | SessionAttrs::PreferStandby => Ok(()),
+            SessionAttrs::ReadWrite if read_only => Err("session is read-only".into()),
+            SessionAttrs::ReadOnly if !read_only => Err("session is not read-only".into()),
+            SessionAttrs::Primary if in_recovery => Err("server is in hot standby mode".into()),
+            SessionAttrs::Standby if !in_recovery => {
+                Err("server is not in hot standby mode".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// TCP keepalive and TCP_USER_TIMEOUT of every TCP connection. Where the DSN says nothing,
+/// dbio's defaults detect a dead server or a partitioned network within about a minute
+/// instead of the kernel's two hours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    pub enabled: bool,
+    pub idle: Duration,
+    pub interval: Duration,
+    pub count: u32,
+    /// Zero: the system default.
+    pub user_timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Keepalive {
+        Keepalive {
+            enabled: true,
+            idle: Duration::from_secs(30),
+            interval: Duration::from_secs(10),
+            count: 3,
+            user_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -85,12 +146,24 @@ impl ConnParams {
 /// A resolved connection target: every parameter known, the password kept out of `Display`.
 #[derive(Clone)]
 pub struct Target {
-    pub host: String,
-    pub port: u16,
+    /// The servers to try, in order.
+    pub hosts: Vec<HostSpec>,
     pub user: String,
     pub dbname: String,
     password: Option<String>,
+    /// The password file to read, when it may be used.
+    passfile: Option<PathBuf>,
     pub connect_timeout: Duration,
+    /// `options`: command-line options sent to the server at connection start (every
+    /// session, the measured ones included).
+    pub options: Option<String>,
+    /// `application_name`, put before dbio's own names: `myapp/dbio-reader-1`.
+    pub application_prefix: Option<String>,
+    pub keepalive: Keepalive,
+    pub tls: TlsSettings,
+    pub session_attrs: SessionAttrs,
+    /// The keywords that are not resolved into fields, kept for the recorded DSN.
+    recorded: ConnParams,
 }
 
 impl std::fmt::Debug for Target {
@@ -105,14 +178,73 @@ impl std::fmt::Display for Target {
     }
 }
 
+fn parse_seconds(keyword: &str, v: &str) -> Result<Duration> {
+    v.trim()
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| {
+            PgError::Usage(format!(
+                "invalid integer value \"{v}\" for connection option \"{keyword}\" (seconds)"
+            ))
+        })
+}
+
+fn parse_millis(keyword: &str, v: &str) -> Result<Duration> {
+    v.trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| {
+            PgError::Usage(format!(
+                "invalid integer value \"{v}\" for connection option \"{keyword}\" (milliseconds)"
+            ))
+        })
+}
+
+fn parse_bool01(keyword: &str, v: &str) -> Result<bool> {
+    match v.trim() {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(PgError::Usage(format!(
+            "invalid value \"{v}\" for connection option \"{keyword}\"; use 1 or 0"
+        ))),
+    }
+}
+
+/// Splits a comma-separated list as libpq does (host=a,b port=1,2).
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',').map(|s| s.trim().to_string()).collect()
+}
+
+/// The keywords not recorded as given: the host list, port, user and database are written
+/// from the resolved fields, a service's values are recorded in its place, and the password
+/// never.
+const RESOLVED_KEYWORDS: &[&str] = &[
+    "host", "hostaddr", "port", "user", "dbname", "password", "service",
+];
+
 impl Target {
-    /// Merges the layers (file < environment < flag) and fills libpq's defaults: host
-    /// `localhost`, port 5432, user `$USER`, database = user, password from the passfile.
+    /// Merges the layers (file < environment < flag, a service entry below the DSNs and
+    /// above the environment) and fills libpq's defaults: host `localhost`, port 5432, user
+    /// `$USER`, database = user, password from the passfile.
     pub fn resolve(
         file_dsn: Option<&str>,
         env: ConnParams,
         flag_dsn: Option<&str>,
         connect_timeout: Duration,
+    ) -> Result<Target> {
+        Target::resolve_with(file_dsn, env, flag_dsn, connect_timeout, |k| {
+            std::env::var(k).ok()
+        })
+    }
+
+    /// `resolve`, with the process environment (HOME, USER, PGSERVICEFILE, PGSYSCONFDIR) read
+    /// through `get`.
+    pub fn resolve_with(
+        file_dsn: Option<&str>,
+        env: ConnParams,
+        flag_dsn: Option<&str>,
+        connect_timeout: Duration,
+        get: impl Fn(&str) -> Option<String>,
     ) -> Result<Target> {
         let file = match file_dsn {
             Some(d) => ConnParams::from_dsn(d)?,
@@ -122,28 +254,139 @@ impl Target {
             Some(d) => ConnParams::from_dsn(d)?,
             None => ConnParams::default(),
         };
-        let p = file.overlaid_by(env.clone()).overlaid_by(flag);
-        let host = p.host.unwrap_or_else(|| "localhost".into());
-        let port = p.port.unwrap_or(5432);
-        let user = p
-            .user
-            .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-            .unwrap_or_else(|| "postgres".into());
-        let dbname = p.dbname.unwrap_or_else(|| user.clone());
-        let password = match p.password {
-            Some(pw) => Some(pw),
-            None => {
-                let file = p.passfile.or_else(default_passfile);
-                file.and_then(|f| passfile_lookup(&f, &host, port, &dbname, &user))
-            }
+        let in_dsn = file.clone().overlaid_by(flag.clone());
+        let explicit = file.overlaid_by(env.clone()).overlaid_by(flag);
+        // A service named in a DSN (or PGSERVICE) fills what the DSNs leave unset and beats
+        // the environment for those keywords (libpq: conninfo > service > environment).
+        let p = match explicit.get("service") {
+            Some(name) => env
+                .overlaid_by(service_params(name, &get)?)
+                .overlaid_by(explicit.only_keys_of(&in_dsn)),
+            None => explicit,
         };
+        Target::from_params(p, connect_timeout, &get)
+    }
+}
+
+impl Target {
+    fn from_params(
+        p: ConnParams,
+        config_timeout: Duration,
+        get: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Target> {
+        let hosts = host_list(&p)?;
+        let user = p
+            .get("user")
+            .map(str::to_string)
+            .or_else(|| get("USER").filter(|u| !u.is_empty()))
+            .unwrap_or_else(|| "postgres".into());
+        let dbname = p
+            .get("dbname")
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| user.clone());
+        let home = get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let passfile = match p.get("passfile") {
+            Some(f) => Some(PathBuf::from(f)),
+            None => home.as_ref().map(|h| h.join(".pgpass")),
+        };
+        let passfile = passfile.filter(|f| passfile_usable(f));
+        // libpq takes a zero or negative connect_timeout as "wait forever" and anything
+        // below 2 s as 2 s; dbio keeps its own bound (target.connect_timeout) for "forever".
+        let connect_timeout = match p.get("connect_timeout") {
+            Some(v) => {
+                let secs: i64 = v.trim().parse().map_err(|_| {
+                    PgError::Usage(format!(
+                        "invalid integer value \"{v}\" for connection option \"connect_timeout\""
+                    ))
+                })?;
+                if secs <= 0 {
+                    config_timeout
+                } else {
+                    Duration::from_secs(secs.max(2) as u64)
+                }
+            }
+            None => config_timeout,
+        };
+        let defaults = Keepalive::default();
+        let keepalive = Keepalive {
+            enabled: match p.get("keepalives") {
+                Some(v) => parse_bool01("keepalives", v)?,
+                None => defaults.enabled,
+            },
+            idle: match p.get("keepalives_idle") {
+                Some(v) => parse_seconds("keepalives_idle", v)?,
+                None => defaults.idle,
+            },
+            interval: match p.get("keepalives_interval") {
+                Some(v) => parse_seconds("keepalives_interval", v)?,
+                None => defaults.interval,
+            },
+            count: match p.get("keepalives_count") {
+                Some(v) => v.trim().parse().map_err(|_| {
+                    PgError::Usage(format!(
+                        "invalid integer value \"{v}\" for connection option \"keepalives_count\""
+                    ))
+                })?,
+                None => defaults.count,
+            },
+            user_timeout: match p.get("tcp_user_timeout") {
+                Some(v) => parse_millis("tcp_user_timeout", v)?,
+                None => defaults.user_timeout,
+            },
+        };
+        let sslmode = match p.get("requiressl") {
+            // requiressl=1 is the old spelling of sslmode=require; sslmode wins when both.
+            Some(v) if parse_bool01("requiressl", v)? && !p.contains("sslmode") => {
+                Some("require".to_string())
+            }
+            _ => p.get("sslmode").map(str::to_string),
+        };
+        let tls = TlsSettings::resolve(&TlsRequest {
+            sslmode,
+            sslrootcert: p.get("sslrootcert").map(str::to_string),
+            sslcert: p.get("sslcert").map(str::to_string),
+            sslkey: p.get("sslkey").map(str::to_string),
+            sslcertmode: p.get("sslcertmode").map(str::to_string),
+            sslsni: p.get("sslsni").map(str::to_string),
+            min_version: p.get("ssl_min_protocol_version").map(str::to_string),
+            max_version: p.get("ssl_max_protocol_version").map(str::to_string),
+            channel_binding: p.get("channel_binding").map(str::to_string),
+            home,
+        })?;
+        check_fixed_choices(&p)?;
+        let session_attrs = match p.get("target_session_attrs") {
+            Some(v) => SessionAttrs::parse(v)?,
+            None => SessionAttrs::Any,
+        };
+        let application_prefix = p
+            .get("application_name")
+            .or_else(|| p.get("fallback_application_name"))
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
+        let options = p
+            .get("options")
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_string);
+        let mut recorded = ConnParams::default();
+        for (k, v) in p.iter() {
+            if !RESOLVED_KEYWORDS.contains(&k) {
+                recorded = recorded.overlaid_by(ConnParams::single(k, v));
+            }
+        }
         Ok(Target {
-            host,
-            port,
+            hosts,
             user,
             dbname,
-            password,
+            password: p.get("password").map(str::to_string),
+            passfile,
             connect_timeout,
+            options,
+            application_prefix,
+            keepalive,
+            tls,
+            session_attrs,
+            recorded,
         })
     }
 
@@ -157,17 +400,43 @@ impl Target {
         )
     }
 
-    /// The target as `host=... port=... user=... dbname=...`, never with the password.
+    /// The target as a connection string that libpq (and dbio) reads back: the resolved
+    /// host list, port, user and database first, then every other keyword that was set,
+    /// values quoted by libpq's rules, never the password.
     pub fn redacted(&self) -> String {
-        format!(
-            "host={} port={} user={} dbname={}",
-            self.host, self.port, self.user, self.dbname
-        )
+        let join = |f: &dyn Fn(&HostSpec) -> String| {
+            self.hosts.iter().map(f).collect::<Vec<_>>().join(",")
+        };
+        let mut parts = Vec::new();
+        if self.hosts.iter().any(|h| !h.host.is_empty()) {
+            parts.push(format!("host={}", quote_value(&join(&|h| h.host.clone()))));
+        }
+        if self.hosts.iter().any(|h| h.hostaddr.is_some()) {
+            parts.push(format!(
+                "hostaddr={}",
+                quote_value(&join(&|h| h
+                    .hostaddr
+                    .map(|a| a.to_string())
+                    .unwrap_or_default()))
+            ));
+        }
+        parts.push(format!("port={}", join(&|h| h.port.to_string())));
+        parts.push(format!("user={}", quote_value(&self.user)));
+        parts.push(format!("dbname={}", quote_value(&self.dbname)));
+        let rest = self.recorded.redacted_dsn();
+        if !rest.is_empty() {
+            parts.push(rest);
+        }
+        parts.join(" ")
     }
 
-    /// The password, when one was given or found in the passfile.
-    pub fn password(&self) -> Option<&str> {
-        self.password.as_deref()
+    /// The password for this server: the DSN's or PGPASSWORD, else the password file's entry.
+    pub fn password_for(&self, host: &HostSpec) -> Option<String> {
+        if let Some(pw) = &self.password {
+            return Some(pw.clone());
+        }
+        let file = self.passfile.as_ref()?;
+        passfile_lookup(file, &host.name(), host.port, &self.dbname, &self.user)
     }
 
     pub fn with_dbname(&self, dbname: &str) -> Target {
@@ -177,55 +446,280 @@ impl Target {
         }
     }
 
-    /// True when the server runs on this host (a Unix socket or a loopback address), so
-    /// /proc and the page cache of this host are the server's.
-    pub fn is_local(&self) -> bool {
-        if self.host.starts_with('/') || self.host == "localhost" {
-            return true;
-        }
-        match self.host.parse::<IpAddr>() {
-            Ok(ip) => ip.is_loopback(),
-            Err(_) => hostname().is_some_and(|h| h == self.host),
+    /// This target with only `host` in its host list (what a connection settled on).
+    pub fn pinned_to(&self, host: &HostSpec) -> Target {
+        Target {
+            hosts: vec![host.clone()],
+            ..self.clone()
         }
     }
 
-    pub fn pg_config(&self, application_name: &str) -> tokio_postgres::Config {
+    /// The application_name a connection of dbio's named `own` reports:
+    /// `application_name/own` when the DSN gives one, else `own`.
+    pub fn application_name(&self, own: &str) -> String {
+        match &self.application_prefix {
+            Some(p) => format!("{p}/{own}"),
+            None => own.to_string(),
+        }
+    }
+
+    /// True when the server runs on this host (a Unix socket or a loopback address), so
+    /// /proc and the page cache of this host are the server's. With a host list, the first.
+    pub fn is_local(&self) -> bool {
+        let Some(h) = self.hosts.first() else {
+            return true;
+        };
+        if let Some(a) = h.hostaddr {
+            return a.is_loopback();
+        }
+        if h.host.starts_with('/') || h.host == "localhost" {
+            return true;
+        }
+        match h.host.parse::<IpAddr>() {
+            Ok(ip) => ip.is_loopback(),
+            Err(_) => hostname().is_some_and(|n| n == h.host),
+        }
+    }
+
+    /// The tokio-postgres configuration of one server of the list, with `sslmode` given.
+    fn pg_config(
+        &self,
+        host: &HostSpec,
+        application_name: &str,
+        ssl: SslMode,
+    ) -> tokio_postgres::Config {
+        use tokio_postgres::config::{ChannelBinding, SslMode as TpSsl};
         let mut cfg = tokio_postgres::Config::new();
-        cfg.host(&self.host)
-            .port(self.port)
+        if !host.host.is_empty() {
+            cfg.host(&host.host);
+        } else if let Some(a) = host.hostaddr {
+            cfg.host(a.to_string());
+        }
+        if let Some(a) = host.hostaddr {
+            cfg.hostaddr(a);
+        }
+        cfg.port(host.port)
             .user(&self.user)
             .dbname(&self.dbname)
-            .application_name(application_name)
-            .connect_timeout(self.connect_timeout);
-        if let Some(pw) = &self.password {
+            .application_name(self.application_name(application_name))
+            .connect_timeout(self.connect_timeout)
+            .keepalives(self.keepalive.enabled)
+            .keepalives_idle(self.keepalive.idle)
+            .keepalives_interval(self.keepalive.interval)
+            .keepalives_retries(self.keepalive.count);
+        if !self.keepalive.user_timeout.is_zero() {
+            cfg.tcp_user_timeout(self.keepalive.user_timeout);
+        }
+        if let Some(o) = &self.options {
+            cfg.options(o);
+        }
+        cfg.ssl_mode(match ssl {
+            SslMode::Disable | SslMode::Allow => TpSsl::Disable,
+            SslMode::Prefer => TpSsl::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => TpSsl::Require,
+        });
+        cfg.channel_binding(match self.tls.channel_binding {
+            ChannelBindingMode::Disable => ChannelBinding::Disable,
+            ChannelBindingMode::Prefer => ChannelBinding::Prefer,
+            ChannelBindingMode::Require => ChannelBinding::Require,
+        });
+        if let Some(pw) = self.password_for(host) {
             cfg.password(pw);
         }
         cfg
     }
 
+    /// A connection pool manager for the first server of the list (the loader pins the
+    /// target to the server its admin connection reached first).
+    pub fn pool_manager(&self, application_name: &str) -> Result<Manager> {
+        let host = self
+            .hosts
+            .first()
+            .ok_or_else(|| PgError::Usage("the target names no host".into()))?;
+        let mode = self.mode_for(host);
+        let cfg = self.pg_config(host, application_name, mode);
+        let mgr_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        Ok(match (&self.tls.config, mode) {
+            (Some(tls), m) if m != SslMode::Disable && m != SslMode::Allow => {
+                Manager::from_config(cfg, MakeRustlsConnect::new((**tls).clone()), mgr_config)
+            }
+            _ => Manager::from_config(cfg, NoTls, mgr_config),
+        })
+    }
+
+    /// The sslmode used for `host`: Unix sockets never use TLS (libpq: sslmode is ignored
+    /// for Unix-domain sockets).
+    pub fn mode_for(&self, host: &HostSpec) -> SslMode {
+        if host.is_unix() {
+            SslMode::Disable
+        } else {
+            self.tls.mode
+        }
+    }
+
     /// Opens one connection and spawns its driver task (preflight, loader, collector; the
-    /// measured sessions use `wire`). Errors name the target and say what to check.
+    /// measured sessions use `wire`): the servers of the host list in order, each with the
+    /// sslmode's attempts, until one fits target_session_attrs. Errors name the target and
+    /// say what to check.
     pub async fn connect(&self, application_name: &str) -> Result<Client> {
-        let cfg = self.pg_config(application_name);
+        self.connect_pinned(application_name).await.map(|(c, _)| c)
+    }
+
+    /// `connect`, also returning the target pinned to the server that answered (and, for
+    /// sslmode=allow, to the attempt that worked there).
+    pub async fn connect_pinned(&self, application_name: &str) -> Result<(Client, Target)> {
+        let mut failures: Vec<(HostSpec, PgError)> = Vec::new();
+        for attrs in self.session_attrs.passes() {
+            for host in &self.hosts {
+                let (client, mode) = match self.connect_host(host, application_name).await {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        failures.push((host.clone(), e));
+                        continue;
+                    }
+                };
+                if *attrs != SessionAttrs::Any {
+                    let row = client.query_one(sql::SESSION_STATE, &[]).await;
+                    let fits = match &row {
+                        Ok(r) => attrs.check(r.get::<_, bool>(0), r.get::<_, String>(1) == "on"),
+                        Err(e) => Err(source_chain(e)),
+                    };
+                    if let Err(why) = fits {
+                        failures.push((host.clone(), self.attrs_mismatch(host, why)));
+                        continue;
+                    }
+                }
+                let mut pinned = self.pinned_to(host);
+                pinned.tls.mode = mode;
+                return Ok((client, pinned));
+            }
+        }
+        Err(self.all_failed(failures))
+    }
+
+    /// A server that answered but does not fit target_session_attrs.
+    pub(crate) fn attrs_mismatch(&self, host: &HostSpec, why: String) -> PgError {
+        PgError::Connect {
+            target: self.pinned_to(host).redacted(),
+            cause: why,
+            hint: format!(
+                "target_session_attrs={} asks for another kind of server: list one that fits in host, or change target_session_attrs",
+                self.recorded.get("target_session_attrs").unwrap_or("any")
+            ),
+        }
+    }
+
+    /// One error for a failed host list: the failure itself for one host, every host's
+    /// reason for several.
+    pub(crate) fn all_failed(&self, mut failures: Vec<(HostSpec, PgError)>) -> PgError {
+        if failures.len() == 1 {
+            return failures.remove(0).1;
+        }
+        let causes = failures
+            .iter()
+            .map(|(h, e)| match e {
+                PgError::Connect { cause, .. } => format!("{}: {cause}", h.describe()),
+                other => format!("{}: {other}", h.describe()),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let hint = failures
+            .iter()
+            .rev()
+            .find_map(|(_, e)| match e {
+                PgError::Connect { hint, .. } if !hint.is_empty() => Some(hint.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| {
+                format!(
+                    "no server of the host list fits target_session_attrs={}",
+                    self.recorded.get("target_session_attrs").unwrap_or("any")
+                )
+            });
+        PgError::Connect {
+            target: self.redacted(),
+            cause: format!("every host failed: {causes}"),
+            hint,
+        }
+    }
+
+    /// One server, with the sslmode's attempts (allow: plaintext, then TLS; the others one
+    /// attempt). The second value is the sslmode that worked (allow becomes disable or
+    /// require).
+    async fn connect_host(
+        &self,
+        host: &HostSpec,
+        application_name: &str,
+    ) -> Result<(Client, SslMode)> {
+        let mode = self.mode_for(host);
+        match (mode, &self.tls.config) {
+            (SslMode::Disable, _) | (_, None) => {
+                let cfg = self.pg_config(host, application_name, SslMode::Disable);
+                self.attempt(host, cfg, NoTls)
+                    .await
+                    .map(|c| (c, SslMode::Disable))
+            }
+            (SslMode::Allow, Some(tls)) => {
+                let cfg = self.pg_config(host, application_name, SslMode::Disable);
+                match self.attempt(host, cfg, NoTls).await {
+                    Ok(c) => Ok((c, SslMode::Disable)),
+                    // The server refused plaintext (pg_hba hostssl): try TLS.
+                    Err(PgError::Connect { cause, .. }) if cause.contains("SQLSTATE") => {
+                        let cfg = self.pg_config(host, application_name, SslMode::Require);
+                        let tls = MakeRustlsConnect::new((**tls).clone());
+                        self.attempt(host, cfg, tls)
+                            .await
+                            .map(|c| (c, SslMode::Require))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (mode, Some(tls)) => {
+                let cfg = self.pg_config(host, application_name, mode);
+                let tls = MakeRustlsConnect::new((**tls).clone());
+                self.attempt(host, cfg, tls).await.map(|c| (c, mode))
+            }
+        }
+    }
+
+    async fn attempt<T>(
+        &self,
+        host: &HostSpec,
+        cfg: tokio_postgres::Config,
+        tls: T,
+    ) -> Result<Client>
+    where
+        T: MakeTlsConnect<Socket>,
+        T::Stream: Send + 'static,
+    {
         // The timeout also covers hosts that accept TCP but never answer.
         let attempt = tokio::time::timeout(
             self.connect_timeout + Duration::from_secs(1),
-            cfg.connect(NoTls),
+            cfg.connect(tls),
         )
         .await;
-        let (client, connection) = match attempt {
-            Err(_) => {
-                return Err(PgError::Connect {
-                    target: self.redacted(),
-                    cause: format!("no answer within {} s", self.connect_timeout.as_secs()),
-                    hint: "check the host and port, firewalls, and target.connect_timeout".into(),
-                });
+        let one = self.pinned_to(host);
+        match attempt {
+            Err(_) => Err(one.no_answer()),
+            Ok(Err(e)) => Err(one.connect_error(&e)),
+            Ok(Ok((client, connection))) => {
+                tokio::spawn(connection);
+                // A role's own statement_timeout or idle timeouts must not cancel dbio's
+                // catalog work or close the collector's idle connection.
+                client
+                    .batch_execute(crate::sql::OWN_SETTINGS)
+                    .await
+                    .map_err(|e| {
+                        PgError::from_db(
+                            "setting dbio's own statement_timeout and idle timeouts",
+                            &e,
+                        )
+                    })?;
+                Ok(client)
             }
-            Ok(Err(e)) => return Err(self.connect_error(&e)),
-            Ok(Ok(pair)) => pair,
-        };
-        tokio::spawn(connection);
-        Ok(client)
+        }
     }
 
     /// Waits until the server accepts a connection again (after a restart), trying every
@@ -243,6 +737,14 @@ impl Target {
         }
     }
 
+    pub(crate) fn no_answer(&self) -> PgError {
+        PgError::Connect {
+            target: self.redacted(),
+            cause: format!("no answer within {} s", self.connect_timeout.as_secs()),
+            hint: "check the host and port, firewalls, and target.connect_timeout (or connect_timeout in the DSN)".into(),
+        }
+    }
+
     fn connect_error(&self, e: &tokio_postgres::Error) -> PgError {
         match e.as_db_error() {
             Some(db) => self.server_refused(db.code().code(), db.message()),
@@ -253,17 +755,11 @@ impl Target {
     /// The server answered and refused the connection.
     pub(crate) fn server_refused(&self, code: &str, message: &str) -> PgError {
         let hint = match code {
-            "28P01" | "28000" => format!(
-                "check the password of user `{}` (PGPASSWORD, ~/.pgpass or the DSN) and pg_hba.conf",
-                self.user
+            "28000" if message.contains("no encryption") => format!(
+                "pg_hba.conf has no entry for a plaintext connection (it may accept only hostssl): connect with sslmode=require (or verify-full) instead of sslmode={}",
+                self.tls.mode.as_str()
             ),
-            "3D000" => format!(
-                "create the database (createdb {}) or name another one with --dsn \"dbname=...\"",
-                self.dbname
-            ),
-            "53300" => "the server has no free connection slots: raise max_connections or run fewer sessions".into(),
-            "57P03" => "the server is starting up or shutting down: try again in a moment".into(),
-            _ => "check --dsn and the PG* environment variables".into(),
+            _ => crate::error::connect_hint(code, message, &self.user, &self.dbname),
         };
         PgError::Connect {
             target: self.redacted(),
@@ -274,30 +770,203 @@ impl Target {
 
     /// No server answered, or it asked for what dbio cannot give.
     pub(crate) fn unreachable(&self, cause: String) -> PgError {
-        let hint = if cause.contains("password missing") {
-            format!(
-                "the server asks for a password for user `{}`: set PGPASSWORD, add it to ~/.pgpass, or put password=... in the DSN",
-                self.user
+        let first = self.hosts.first();
+        let host = first.map(HostSpec::name).unwrap_or_default();
+        let port = first.map(|h| h.port).unwrap_or(5432);
+        let (cause, hint) = if cause.contains("server does not support TLS")
+            || cause.contains("server does not support SSL")
+        {
+            (
+                "server does not support SSL, but SSL was required".into(),
+                format!(
+                    "turn ssl on in the server's postgresql.conf, or use sslmode=prefer (or disable) instead of sslmode={}; no password was sent",
+                    self.tls.mode.as_str()
+                ),
+            )
+        } else if cause.contains("TLS") || cause.contains("certificate") || cause.contains("tls") {
+            (
+                describe_handshake_error(&cause, &host),
+                format!(
+                    "the server's certificate failed sslmode={} checks; no password was sent",
+                    self.tls.mode.as_str()
+                ),
+            )
+        } else if cause.contains("channel binding") {
+            (
+                cause,
+                "channel_binding=require needs a TLS connection and SCRAM-SHA-256 authentication (pg_hba.conf scram-sha-256): set channel_binding=prefer to allow others".into(),
             )
         } else {
-            "is the server running and accepting TCP connections there? Check --dsn, PGHOST and PGPORT".into()
+            let hint = crate::error::unreachable_hint(&host, port, &self.user, &cause);
+            (cause, hint)
         };
         PgError::Connect {
             target: self.redacted(),
-            cause,
             hint,
+            cause,
         }
     }
+}
+
+/// Keywords whose only supported values are libpq's defaults, checked so that another
+/// value is refused by name rather than ignored.
+fn check_fixed_choices(p: &ConnParams) -> Result<()> {
+    let refuse = |k: &str, v: &str, why: &str| {
+        Err(PgError::Usage(format!(
+            "connection keyword `{k}={v}` is not supported: {why}"
+        )))
+    };
+    if let Some(v) = p.get("client_encoding")
+        && !matches!(v.to_ascii_uppercase().as_str(), "UTF8" | "UTF-8" | "AUTO")
+    {
+        return refuse(
+            "client_encoding",
+            v,
+            "dbio's connections speak UTF8; remove it or use UTF8",
+        );
+    }
+    if let Some(v) = p.get("gssencmode")
+        && !matches!(v, "disable" | "prefer")
+    {
+        return refuse(
+            "gssencmode",
+            v,
+            "dbio has no GSSAPI encryption; use TLS (sslmode) instead",
+        );
+    }
+    if let Some(v) = p.get("sslnegotiation")
+        && v != "postgres"
+    {
+        return refuse(
+            "sslnegotiation",
+            v,
+            "dbio negotiates TLS the PostgreSQL way (an SSLRequest first); remove it or use postgres",
+        );
+    }
+    if let Some(v) = p.get("sslcompression")
+        && v != "0"
+        && v != "1"
+    {
+        return refuse(
+            "sslcompression",
+            v,
+            "use 0 or 1 (it has no effect since PostgreSQL 14, as in libpq)",
+        );
+    }
+    for k in ["min_protocol_version", "max_protocol_version"] {
+        if let Some(v) = p.get(k)
+            && v != "3.0"
+            && v != "latest"
+        {
+            return refuse(k, v, "dbio speaks protocol 3.0; remove it or use 3.0");
+        }
+    }
+    if let Some(v) = p.get("load_balance_hosts") {
+        match v {
+            "disable" => {}
+            "random" => {
+                return refuse(
+                    "load_balance_hosts",
+                    v,
+                    "dbio measures one server, and its collector must see the server its sessions use; list the hosts in the order to try (load_balance_hosts=disable)",
+                );
+            }
+            _ => return refuse("load_balance_hosts", v, "use disable or random"),
+        }
+    }
+    Ok(())
+}
+
+/// The host list: host and hostaddr lists of the same length (or one of them absent), and a
+/// port list of that length or a single port for all; empty entries take the defaults.
+fn host_list(p: &ConnParams) -> Result<Vec<HostSpec>> {
+    let hosts = p.get("host").map(split_list);
+    let addrs = p.get("hostaddr").map(split_list);
+    let count = match (&hosts, &addrs) {
+        (Some(h), Some(a)) if h.len() != a.len() => {
+            return Err(PgError::Usage(format!(
+                "could not match {} host names to {} hostaddr values",
+                h.len(),
+                a.len()
+            )));
+        }
+        (Some(h), _) => h.len(),
+        (None, Some(a)) => a.len(),
+        (None, None) => 1,
+    };
+    let ports = match p.get("port") {
+        Some(v) => split_list(v),
+        None => vec![String::new()],
+    };
+    if ports.len() != 1 && ports.len() != count {
+        return Err(PgError::Usage(format!(
+            "could not match {} port numbers to {count} hosts",
+            ports.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let hostaddr = match addrs.as_ref().map(|a| a[i].as_str()) {
+            Some("") | None => None,
+            Some(a) => Some(a.parse::<IpAddr>().map_err(|_| {
+                PgError::Usage(format!(
+                    "could not parse network address \"{a}\" (hostaddr takes an IP address; use host for names)"
+                ))
+            })?),
+        };
+        let mut host = hosts.as_ref().map(|h| h[i].clone()).unwrap_or_default();
+        if host.is_empty() && hostaddr.is_none() {
+            host = "localhost".into();
+        }
+        let port_text = if ports.len() == 1 {
+            &ports[0]
+        } else {
+            &ports[i]
+        };
+        let port = if port_text.is_empty() {
+            5432
+        } else {
+            port_text
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| {
+                    PgError::Usage(format!("invalid port number: \"{port_text}\" (1-65535)"))
+                })?
+        };
+        out.push(HostSpec {
+            host,
+            hostaddr,
+            port,
+        });
+    }
+    Ok(out)
+}
+
+/// libpq's check of the password file: a regular file, not readable by group or world
+/// (else ignored with libpq's warning).
+fn passfile_usable(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return false;
+    }
+    if meta.mode() & 0o077 != 0 {
+        eprintln!(
+            "WARNING: password file \"{}\" has group or world access; permissions should be u=rw (0600) or less",
+            path.display()
+        );
+        return false;
+    }
+    true
 }
 
 fn hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|s| s.trim().to_string())
-}
-
-fn default_passfile() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| Path::new(&h).join(".pgpass"))
 }
 
 /// Looks a password up in a libpq password file (`host:port:database:user:password`, `*`
@@ -378,7 +1047,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (t.host.as_str(), t.port, t.user.as_str(), t.dbname.as_str()),
+            (
+                t.hosts[0].host.as_str(),
+                t.hosts[0].port,
+                t.user.as_str(),
+                t.dbname.as_str()
+            ),
             ("filehost", 5433, "envuser", "filedb")
         );
         let t = Target::resolve(
@@ -389,7 +1063,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (t.host.as_str(), t.port, t.user.as_str(), t.dbname.as_str()),
+            (
+                t.hosts[0].host.as_str(),
+                t.hosts[0].port,
+                t.user.as_str(),
+                t.dbname.as_str()
+            ),
             ("filehost", 6000, "envuser", "flagdb")
         );
     }
@@ -397,7 +1076,7 @@ mod tests {
     #[test]
     fn urls_are_accepted_and_passwords_never_shown() {
         let t = Target::from_dsn("postgresql://bench:s3cret@db.example:5444/slob").unwrap();
-        assert_eq!(t.port, 5444);
+        assert_eq!(t.hosts[0].port, 5444);
         assert_eq!(t.dbname, "slob");
         let shown = format!("{t} {t:?} {}", t.redacted());
         assert!(!shown.contains("s3cret"), "{shown}");
@@ -433,6 +1112,124 @@ mod tests {
             passfile_lookup(&dir.path().join("none"), "x", 1, "d", "u"),
             None
         );
+    }
+
+    #[test]
+    fn host_and_port_lists_pair_up() {
+        let t = Target::from_dsn("host=a,b,/tmp port=1,2,3 sslmode=disable").unwrap();
+        let got: Vec<_> = t.hosts.iter().map(|h| (h.host.as_str(), h.port)).collect();
+        assert_eq!(got, [("a", 1), ("b", 2), ("/tmp", 3)]);
+        assert!(t.hosts[2].is_unix());
+        let t = Target::from_dsn("host=a,b port=7").unwrap();
+        assert!(t.hosts.iter().all(|h| h.port == 7));
+        let t = Target::from_dsn("hostaddr=127.0.0.2 host=db.example").unwrap();
+        assert_eq!(t.hosts[0].hostaddr, Some("127.0.0.2".parse().unwrap()));
+        assert_eq!(t.hosts[0].name(), "db.example");
+        assert!(Target::from_dsn("host=a,b port=1,2,3").is_err());
+        assert!(Target::from_dsn("host=a,b hostaddr=127.0.0.1").is_err());
+        assert!(Target::from_dsn("hostaddr=db.example").is_err());
+    }
+
+    #[test]
+    fn recorded_target_is_a_valid_redacted_dsn() {
+        let t = Target::from_dsn(
+            "host=h1,h2 port=5,6 user='we ird' password=s3cret application_name='my app' options='-c work_mem=8MB' sslmode=disable target_session_attrs=read-write",
+        )
+        .unwrap();
+        let shown = t.redacted();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.starts_with("host=h1,h2 port=5,6 user='we ird' dbname='we ird'"),
+            "{shown}"
+        );
+        let back = Target::from_dsn(&shown).unwrap();
+        assert_eq!(back.redacted(), shown);
+        assert_eq!(back.options.as_deref(), Some("-c work_mem=8MB"));
+        assert_eq!(
+            back.application_name("dbio-reader-1"),
+            "my app/dbio-reader-1"
+        );
+        assert_eq!(back.session_attrs, SessionAttrs::ReadWrite);
+    }
+
+    #[test]
+    fn keywords_are_checked_when_resolved() {
+        for (dsn, named) in [
+            ("keepalives=2", "keepalives"),
+            ("keepalives_idle=soon", "keepalives_idle"),
+            ("tcp_user_timeout=-1", "tcp_user_timeout"),
+            ("target_session_attrs=secondary", "target_session_attrs"),
+            ("sslmode=verify", "sslmode"),
+            ("channel_binding=always", "channel_binding"),
+            ("load_balance_hosts=random", "load_balance_hosts"),
+            ("client_encoding=LATIN1", "client_encoding"),
+            ("gssencmode=require", "gssencmode"),
+            ("connect_timeout=ten", "connect_timeout"),
+        ] {
+            let e = Target::from_dsn(dsn).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{dsn}");
+            assert!(e.to_string().contains(named), "{dsn}: {e}");
+        }
+        let t = Target::from_dsn(
+            "keepalives_idle=5 keepalives_interval=2 keepalives_count=4 tcp_user_timeout=1500 connect_timeout=1",
+        )
+        .unwrap();
+        assert_eq!(t.keepalive.idle, Duration::from_secs(5));
+        assert_eq!(t.keepalive.interval, Duration::from_secs(2));
+        assert_eq!(t.keepalive.count, 4);
+        assert_eq!(t.keepalive.user_timeout, Duration::from_millis(1500));
+        // libpq: a connect_timeout below 2 s is 2 s.
+        assert_eq!(t.connect_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn session_attrs_follow_libpq() {
+        assert!(SessionAttrs::ReadWrite.check(false, true).is_err());
+        assert!(SessionAttrs::ReadOnly.check(false, true).is_ok());
+        assert!(SessionAttrs::Primary.check(true, true).is_err());
+        assert!(SessionAttrs::Standby.check(true, true).is_ok());
+        assert_eq!(
+            SessionAttrs::PreferStandby.passes(),
+            [SessionAttrs::Standby, SessionAttrs::Any]
+        );
+    }
+
+    #[test]
+    fn a_service_fills_what_the_dsn_leaves_and_beats_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("services");
+        std::fs::write(&file, "[bench]\nhost=svchost\nport=6000\ndbname=svcdb\n").unwrap();
+        let env =
+            env_from_map(&HashMap::from([("PGPORT", "5433"), ("PGUSER", "envuser")])).unwrap();
+        let f = file.display().to_string();
+        let get = |k: &str| (k == "PGSERVICEFILE").then(|| f.clone());
+        let t = Target::resolve_with(
+            None,
+            env,
+            Some("service=bench dbname=flagdb"),
+            Duration::from_secs(5),
+            get,
+        )
+        .unwrap();
+        assert_eq!(t.hosts[0].host, "svchost");
+        assert_eq!(t.hosts[0].port, 6000, "the service beats PGPORT");
+        assert_eq!(t.dbname, "flagdb", "the DSN beats the service");
+        assert_eq!(t.user, "envuser", "the environment fills the rest");
+    }
+
+    #[test]
+    fn a_group_readable_password_file_is_ignored() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pgpass");
+        std::fs::write(&f, "*:*:*:*:from-file\n").unwrap();
+        let dsn = format!("host=h user=u passfile={}", f.display());
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let t = Target::from_dsn(&dsn).unwrap();
+        assert_eq!(t.password_for(&t.hosts[0]).as_deref(), Some("from-file"));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let t = Target::from_dsn(&dsn).unwrap();
+        assert_eq!(t.password_for(&t.hosts[0]), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod check;
 pub mod collector;
 pub mod conn;
 mod copy;
+pub mod dsn;
 pub mod error;
 pub mod loader;
 pub mod maintenance;
@@ -15,8 +16,10 @@ pub mod sampler;
 pub mod scratch;
 pub mod server;
 pub mod session;
+pub mod space;
 pub mod sql;
 pub mod teardown;
+pub mod tls;
 pub mod wire;
 
 pub use conn::Target;

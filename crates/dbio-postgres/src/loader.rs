@@ -11,21 +11,19 @@ use dbio_core::dataset::{
     DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, host_ram_bytes,
     judge_size, secs,
 };
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use dbio_core::key_order::KeyOrder;
+use deadpool_postgres::{Hook, HookError, Pool};
 use futures_util::SinkExt;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
 use tokio::task::JoinSet;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::copy;
 use crate::error::{PgError, Result};
 use crate::maintenance;
-use crate::marker::{self, LoadState, Ownership, SchemaMark};
+use crate::marker::{self, Identity, LoadState, Ownership, SchemaMark, Table};
 use crate::server::{ServerInfo, server_info};
-use crate::sql;
+use crate::{space, sql, teardown};
 
 /// Rows per COPY message: about 256 kB of row data.
 const ROWS_PER_CHUNK: usize = 256;
@@ -35,13 +33,21 @@ pub struct SetupOptions {
     pub force: bool,
     /// collector.drop_caches is on: runs start with a cold page cache (changes the advice).
     pub drop_caches: bool,
+    /// Drop the user's objects that depend on a table dbio rebuilds (DROP TABLE ... CASCADE);
+    /// without it such objects stop setup before anything changes.
+    pub drop_dependents: bool,
 }
 
 /// What setup will do with one schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Decision {
-    Load,
-    Keep(SchemaMark),
+    Load {
+        /// The schema does not exist yet.
+        create: bool,
+        /// dbio's table to drop first, with its size in bytes.
+        replace: Option<(u32, u64)>,
+    },
+    Keep(Box<SchemaMark>),
 }
 
 pub async fn setup(
@@ -51,7 +57,9 @@ pub async fn setup(
     observer: Arc<dyn LoadObserver>,
 ) -> Result<LoadSummary> {
     let started = Instant::now();
-    let admin = target.connect("dbio-setup").await?;
+    // The loader's pool goes to the server the admin connection settled on.
+    let (admin, pinned) = target.connect_pinned("dbio-setup").await?;
+    let target = &pinned;
     let info = server_info(&admin).await?;
     let plan = DataSetPlan {
         block_size: info.block_size,
@@ -68,18 +76,46 @@ pub async fn setup(
     if let Some(ts) = &plan.tablespace {
         check_tablespace(&admin, ts).await?;
     }
-    let decisions = decide(&admin, &info, &plan, opts).await?;
+    // Everything that can refuse runs before the first change: ownership, the user's objects
+    // on dbio's tables, free space, privileges.
+    let (identity, decisions) = decide(&admin, &info, &plan, opts, observer.as_ref()).await?;
+    let (heap, freed) = decisions
+        .iter()
+        .fold((0u64, 0u64), |(heap, freed), (_, d)| match d {
+            Decision::Load { replace, .. } => (
+                heap.saturating_add(plan.scale_blocks.saturating_mul(plan.block_size)),
+                freed + replace.map_or(0, |(_, bytes)| bytes),
+            ),
+            Decision::Keep(_) => (heap, freed),
+        });
+    let need = space::SpaceNeed::new(heap, freed, space::max_wal_bytes(&admin).await?);
+    if let Some(note) = space::check(&admin, target, plan.tablespace.as_deref(), &need).await? {
+        observer.note(&note);
+    }
 
-    let to_load: Vec<(u32, String)> = decisions
+    let to_load: Vec<(u32, String, Decision)> = decisions
         .iter()
         .enumerate()
-        .filter(|(_, (_, d))| *d == Decision::Load)
-        .map(|(i, (name, _))| (i as u32 + 1, name.clone()))
+        .filter(|(_, (_, d))| matches!(d, Decision::Load { .. }))
+        .map(|(i, (name, d))| (i as u32 + 1, name.clone(), d.clone()))
         .collect();
     let mut outcomes: Vec<SchemaOutcome> = Vec::new();
     let mut vacuumed_kept = false;
-    for (name, d) in &decisions {
-        if let Decision::Keep(_) = d {
+    for (i, (name, d)) in decisions.iter().enumerate() {
+        if let Decision::Keep(mark) = d {
+            let wanted = plan_mark(&plan, &identity, i as u32 + 1, LoadState::Complete);
+            if mark.id != wanted.id || mark.schemas != wanted.schemas {
+                // The data set grew or merged schemas of an earlier setup: one identity for all.
+                remark(
+                    &admin,
+                    name,
+                    &SchemaMark {
+                        at: mark.at.clone(),
+                        ..wanted
+                    },
+                )
+                .await?;
+            }
             let (table_bytes, index_bytes) = relation_sizes(&admin, name).await?;
             observer.note(&format!(
                 "{name}: already complete with {} blocks; kept (use --force to rebuild)",
@@ -104,17 +140,20 @@ pub async fn setup(
     if loading {
         let pool = make_pool(target, plan.parallel as usize)?;
         let plan = Arc::new(plan.clone());
+        let identity = Arc::new(identity);
+        let cascade = opts.drop_dependents;
         let mut tasks = JoinSet::new();
         let mut pending = to_load.into_iter();
         // Keep `parallel` schemas in flight; the first failure stops the rest (their
         // transactions roll back and their schemas stay marked `loading`).
         loop {
             while tasks.len() < plan.parallel as usize {
-                let Some((index, name)) = pending.next() else {
+                let Some((index, name, decision)) = pending.next() else {
                     break;
                 };
                 let pool = pool.clone();
                 let plan = Arc::clone(&plan);
+                let identity = Arc::clone(&identity);
                 let observer = Arc::clone(&observer);
                 tasks.spawn(async move {
                     let client = pool.get().await.map_err(|e| PgError::Failed {
@@ -122,7 +161,15 @@ pub async fn setup(
                         message: e.to_string(),
                         hint: None,
                     })?;
-                    load_schema(&client, &plan, index, &name, observer.as_ref()).await
+                    let job = LoadJob {
+                        plan: &plan,
+                        identity: &identity,
+                        index,
+                        name: &name,
+                        decision: &decision,
+                        cascade,
+                    };
+                    load_schema(&client, &job, observer.as_ref()).await
                 });
             }
             let Some(joined) = tasks.join_next().await else {
@@ -162,6 +209,36 @@ fn schema_index(name: &str, prefix: &str) -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// The mark of schema `index` of this plan's data set.
+fn plan_mark(plan: &DataSetPlan, identity: &Identity, index: u32, state: LoadState) -> SchemaMark {
+    SchemaMark::new(
+        identity,
+        &plan.prefix,
+        index,
+        plan.schemas,
+        plan.scale_blocks,
+        plan.block_size,
+        plan.tablespace.as_deref(),
+        plan.seed,
+        state,
+    )
+}
+
+/// Rewrites a kept schema's marks (schema, table, index) with the data set's identity, in one
+/// transaction.
+async fn remark(client: &Client, name: &str, mark: &SchemaMark) -> Result<()> {
+    let sql = format!(
+        "BEGIN;\n{};\n{};\n{};\nCOMMIT;",
+        sql::comment_schema(name, &mark.to_comment()),
+        sql::comment_table(name, &marker::object_comment(&mark.id, "table")),
+        sql::comment_index(name, &marker::object_comment(&mark.id, "index")),
+    );
+    client
+        .batch_execute(&sql)
+        .await
+        .map_err(|e| PgError::from_db(format!("marking schema {name}"), &e))
+}
+
 async fn check_tablespace(client: &Client, ts: &str) -> Result<()> {
     let row = client
         .query_one(sql::TABLESPACE_USABLE, &[&ts])
@@ -183,59 +260,139 @@ async fn check_tablespace(client: &Client, ts: &str) -> Result<()> {
     Ok(())
 }
 
-/// Decides per schema; refuses before changing anything when a schema is in the way.
+/// Decides per schema and picks the data set's identity (the one its existing schemas carry,
+/// or a fresh one); refuses before changing anything when a schema or an object of the user's
+/// is in the way.
 async fn decide(
     client: &Client,
     info: &ServerInfo,
     plan: &DataSetPlan,
     opts: &SetupOptions,
-) -> Result<Vec<(String, Decision)>> {
+    observer: &dyn LoadObserver,
+) -> Result<(Identity, Vec<(String, Decision)>)> {
     let names = plan.schema_names();
     let found = marker::inspect_schemas(client, &names).await?;
+    let identity = found
+        .iter()
+        .find_map(|(name, own)| match own {
+            Ownership::Dbio(m) if m.prefix == plan.prefix && m.names(name) => Some(Identity {
+                id: m.id.clone(),
+                created_at: m.created_at.clone(),
+            }),
+            _ => None,
+        })
+        .unwrap_or_else(Identity::fresh);
     let mut decisions = Vec::new();
     let mut foreign = Vec::new();
+    let mut blocked = Vec::new();
     let mut creates = false;
     for (name, own) in found {
-        let d = match own {
+        // The id whose marks the schema's table must carry: `None` for a legacy schema.
+        let table_id: Option<String> = match &own {
             Ownership::Absent => {
                 creates = true;
-                Decision::Load
+                decisions.push((
+                    name,
+                    Decision::Load {
+                        create: true,
+                        replace: None,
+                    },
+                ));
+                continue;
             }
             Ownership::Foreign => {
                 foreign.push(name.clone());
                 continue;
             }
-            Ownership::Dbio(Some(mark)) if mark.state == LoadState::Complete && !opts.force => {
-                if mark.scale_blocks != plan.scale_blocks {
-                    return Err(PgError::Usage(format!(
-                        "{name} is a complete dbio schema of {} blocks but {} blocks were asked for; \
-                         rerun with --force to rebuild it, or set data.scale (--scale) to {}blocks",
-                        mark.scale_blocks, plan.scale_blocks, mark.scale_blocks
-                    )));
-                }
-                Decision::Keep(mark)
+            Ownership::Unreadable(why) => {
+                return Err(PgError::Usage(format!(
+                    "schema {name} carries a dbio mark this dbio cannot read ({why}); dbio leaves it alone. \
+                     Use the dbio version that made it, drop it yourself, or choose another data.prefix (--prefix)"
+                )));
             }
-            Ownership::Dbio(_) => {
-                if marker::table_ownership(client, &name).await? == Some(false) {
-                    return Err(PgError::Usage(format!(
-                        "{name}.cf1 exists but dbio did not create it; dbio will not replace it. Drop it yourself or choose another data.prefix (--prefix)"
-                    )));
-                }
-                Decision::Load
+            Ownership::Legacy if !opts.force => {
+                return Err(PgError::Usage(format!(
+                    "schema {name} carries the mark of an older dbio (before data set ids): rebuild it with \
+                     `dbio setup --force` (same --prefix, --schemas and --scale)"
+                )));
             }
+            Ownership::Legacy => None,
+            Ownership::Dbio(m) if !(m.prefix == plan.prefix && m.names(&name)) => {
+                return Err(PgError::Usage(format!(
+                    "schema {name} belongs to the dbio data set of prefix `{}` (its schema {}), not to prefix `{}`; \
+                     choose another data.prefix (--prefix), or tear that data set down with `dbio teardown --prefix {}`",
+                    m.prefix, m.schema, plan.prefix, m.prefix
+                )));
+            }
+            Ownership::Dbio(m) => Some(m.id.clone()),
         };
-        decisions.push((name, d));
+        let table = marker::table(client, &name, table_id.as_deref()).await?;
+        if table == Table::Foreign {
+            return Err(PgError::Usage(format!(
+                "{name}.cf1 exists but dbio did not create it; dbio will not replace it. Drop it yourself or choose another data.prefix (--prefix)"
+            )));
+        }
+        if let Ownership::Dbio(mark) = &own
+            && mark.state == LoadState::Complete
+            && !opts.force
+        {
+            if mark.scale_blocks != plan.scale_blocks {
+                return Err(PgError::Usage(format!(
+                    "{name} is a complete dbio schema of {} blocks but {} blocks were asked for; \
+                     rerun with --force to rebuild it, or set data.scale (--scale) to {}blocks",
+                    mark.scale_blocks, plan.scale_blocks, mark.scale_blocks
+                )));
+            }
+            if table != Table::Missing {
+                decisions.push((name, Decision::Keep(mark.clone())));
+                continue;
+            }
+            observer.note(&format!(
+                "{name}: marked complete but its table cf1 is missing (dropped outside dbio); rebuilding it"
+            ));
+        }
+        let replace = match table {
+            Table::Ours(oid) => {
+                let deps = marker::dependents(client, &name, oid, table_id.as_deref()).await?;
+                if !deps.is_empty() && !opts.drop_dependents {
+                    blocked.push(format!("{name}.cf1: {}", deps.join(", ")));
+                }
+                let bytes: i64 = client
+                    .query_one(sql::TOTAL_RELATION_SIZE, &[&oid])
+                    .await
+                    .map_err(|e| PgError::from_db(format!("reading the size of {name}.cf1"), &e))?
+                    .get(0);
+                Some((oid, bytes.max(0) as u64))
+            }
+            _ => None,
+        };
+        decisions.push((
+            name,
+            Decision::Load {
+                create: false,
+                replace,
+            },
+        ));
     }
     if !foreign.is_empty() {
         return Err(PgError::Usage(format!(
-            "schema{} {} exist{} and dbio did not create {}; dbio never changes objects it did not create. \
-             Choose another data.prefix (--prefix) or remove {} yourself",
+            "schema{} {} exist{} and dbio did not create {} (or a teardown kept {} unmarked because it holds the user's objects); \
+             dbio never changes objects it did not create. Choose another data.prefix (--prefix), or move the objects \
+             and drop {} yourself (DROP SCHEMA ...)",
             if foreign.len() > 1 { "s" } else { "" },
             foreign.join(", "),
             if foreign.len() > 1 { "" } else { "s" },
             if foreign.len() > 1 { "them" } else { "it" },
             if foreign.len() > 1 { "them" } else { "it" },
+            if foreign.len() > 1 {
+                "the schemas"
+            } else {
+                "the schema"
+            },
         )));
+    }
+    if !blocked.is_empty() {
+        return Err(teardown::dependents_error(&blocked, "setup --force"));
     }
     if creates && !info.can_create {
         return Err(PgError::Refused {
@@ -248,19 +405,21 @@ async fn decide(
             )),
         });
     }
-    Ok(decisions)
+    Ok((identity, decisions))
 }
 
 fn make_pool(target: &Target, size: usize) -> Result<Pool> {
-    let mgr = Manager::from_config(
-        target.pg_config("dbio-loader"),
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let mgr = target.pool_manager("dbio-loader")?;
     Pool::builder(mgr)
         .max_size(size.max(1))
+        .post_create(Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute(sql::OWN_SETTINGS)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
         .build()
         .map_err(|e| PgError::Failed {
             context: "creating the loader's connection pool".into(),
@@ -269,57 +428,65 @@ fn make_pool(target: &Target, size: usize) -> Result<Pool> {
         })
 }
 
+/// One schema to load.
+struct LoadJob<'a> {
+    plan: &'a DataSetPlan,
+    identity: &'a Identity,
+    /// Schema number, 1-based.
+    index: u32,
+    name: &'a str,
+    decision: &'a Decision,
+    /// DROP TABLE ... CASCADE (the user asked for dependents to go).
+    cascade: bool,
+}
+
 async fn load_schema(
     client: &Client,
-    plan: &DataSetPlan,
-    index: u32,
-    name: &str,
+    job: &LoadJob<'_>,
     observer: &dyn LoadObserver,
 ) -> Result<SchemaOutcome> {
     let started = Instant::now();
+    let (plan, name) = (job.plan, job.name);
     let ctx = |what: &str| format!("{what} {name}");
-    let loading = SchemaMark::new(
-        LoadState::Loading,
-        plan.scale_blocks,
-        plan.block_size,
-        plan.seed,
-    );
-    let exists = !matches!(
-        marker::inspect_schemas(client, &[name.to_string()])
-            .await?
-            .first(),
-        Some((_, Ownership::Absent)) | None
-    );
-    // Schema and mark in one transaction: there is never an unmarked dbio schema.
-    let mut create = String::from("BEGIN;\n");
-    if !exists {
-        create.push_str(&sql::create_schema(name));
-        create.push_str(";\n");
-    }
-    create.push_str(&sql::comment_schema(name, &loading.to_comment()));
-    create.push_str(";\nCOMMIT;");
-    client
-        .batch_execute(&create)
-        .await
-        .map_err(|e| PgError::from_db(ctx("creating schema"), &e))?;
-
-    observer.schema_started(name, plan.scale_blocks);
-    // The table is created (or replaced) and filled in one transaction so COPY FREEZE applies
-    // and an interrupted load leaves no half-filled table behind.
+    let loading = plan_mark(plan, job.identity, job.index, LoadState::Loading);
+    let Decision::Load { create, replace } = job.decision else {
+        return Err(PgError::Failed {
+            context: ctx("loading"),
+            message: "asked to load a schema that is kept".into(),
+            hint: None,
+        });
+    };
+    // Old table, schema and mark in one transaction: a failure leaves the marks as they were,
+    // and there is never an unmarked dbio schema.
     let mut begin = String::from("BEGIN;\n");
-    if marker::table_ownership(client, name).await? == Some(true) {
-        begin.push_str(&sql::drop_table(name));
+    if *create {
+        begin.push_str(&sql::create_schema(name));
         begin.push_str(";\n");
     }
-    begin.push_str(&sql::create_table(name, plan.tablespace.as_deref()));
-    begin.push_str(";\n");
-    begin.push_str(&sql::comment_table(name));
-    begin.push(';');
+    if replace.is_some() {
+        begin.push_str(&sql::drop_table(name, job.cascade));
+        begin.push_str(";\n");
+    }
+    begin.push_str(&sql::comment_schema(name, &loading.to_comment()));
+    begin.push_str(";\nCOMMIT;");
     client
         .batch_execute(&begin)
         .await
+        .map_err(|e| PgError::from_db(ctx("preparing schema"), &e))?;
+
+    observer.schema_started(name, plan.scale_blocks);
+    // The table is created and filled in one transaction so COPY FREEZE applies and an
+    // interrupted load leaves no half-filled table behind.
+    let create_table = format!(
+        "BEGIN;\n{};\n{};",
+        sql::create_table(name, plan.tablespace.as_deref()),
+        sql::comment_table(name, &marker::object_comment(&loading.id, "table"))
+    );
+    client
+        .batch_execute(&create_table)
+        .await
         .map_err(|e| PgError::from_db(ctx("creating the table of"), &e))?;
-    copy_rows(client, plan, index, name, observer).await?;
+    copy_rows(client, plan, job.index, name, observer).await?;
     client
         .batch_execute("COMMIT")
         .await
@@ -329,7 +496,7 @@ async fn load_schema(
     let index_sql = format!(
         "BEGIN;\n{};\n{};\nCOMMIT;",
         sql::create_index(name, plan.tablespace.as_deref()),
-        sql::comment_index(name)
+        sql::comment_index(name, &marker::object_comment(&loading.id, "index"))
     );
     client
         .batch_execute(&index_sql)
@@ -342,13 +509,7 @@ async fn load_schema(
         .await
         .map_err(|e| PgError::from_db(ctx("vacuuming"), &e))?;
 
-    let complete = SchemaMark::new(
-        LoadState::Complete,
-        plan.scale_blocks,
-        plan.block_size,
-        plan.seed,
-    );
-    marker::set_schema_mark(client, name, &complete).await?;
+    marker::set_schema_mark(client, name, &loading.with_state(LoadState::Complete)).await?;
     let (table_bytes, index_bytes) = relation_sizes(client, name).await?;
     Ok(SchemaOutcome {
         schema: name.to_string(),
@@ -360,7 +521,8 @@ async fn load_schema(
     })
 }
 
-/// Streams `scale_blocks` rows with keys 1..=N in a random order fixed by the schema's seed.
+/// Streams `scale_blocks` rows with keys 1..=N in a random order fixed by the schema's seed,
+/// computed key by key ([`KeyOrder`]): memory stays constant whatever the scale.
 async fn copy_rows(
     client: &Client,
     plan: &DataSetPlan,
@@ -369,8 +531,8 @@ async fn copy_rows(
     observer: &dyn LoadObserver,
 ) -> Result<()> {
     let seed = plan.schema_seed(index);
-    let mut keys: Vec<u64> = (1..=plan.scale_blocks).collect();
-    keys.shuffle(&mut SmallRng::seed_from_u64(seed));
+    let order = KeyOrder::new(plan.scale_blocks, seed);
+    let mut keys = order.iter().peekable();
 
     let sink = client
         .copy_in::<_, Bytes>(&sql::copy_in(name))
@@ -382,18 +544,20 @@ async fn copy_rows(
     let row_bytes = 2 + 12 + sql::FILLER_COLUMNS * (4 + sql::FILLER_LEN);
     let mut buf = BytesMut::with_capacity(ROWS_PER_CHUNK * row_bytes + 32);
     copy::write_header(&mut buf);
-    for chunk in keys.chunks(ROWS_PER_CHUNK) {
-        for &key in chunk {
+    while keys.peek().is_some() {
+        let mut rows = 0u64;
+        for key in keys.by_ref().take(ROWS_PER_CHUNK) {
             for f in fields.iter_mut() {
                 copy::fill_text(&mut filler_state, f);
             }
             let refs: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
             copy::write_row(&mut buf, key as i64, &refs);
+            rows += 1;
         }
         sink.send(buf.split().freeze())
             .await
             .map_err(|e| PgError::from_db(format!("loading {name}"), &e))?;
-        observer.rows_loaded(name, chunk.len() as u64);
+        observer.rows_loaded(name, rows);
     }
     copy::write_trailer(&mut buf);
     sink.send(buf.split().freeze())

@@ -1,12 +1,32 @@
-//! How dbio marks what it creates, and reads the marks back. A schema's comment holds
-//! `dbio {json}` with the load state, so an interrupted load is visible as `loading` and no
-//! later command mistakes it for a complete data set. Tables and indexes carry `dbio`.
+//! How dbio marks what it creates, and reads the marks back.
+//!
+//! A schema's comment holds the data set's identity as one JSON document,
+//! `{"dbio":{"format":1,"id":"…","prefix":"user","schema":1,"schemas":2,…,"state":"complete"}}`:
+//! a random id shared by every schema of the data set, its prefix, this schema's number and the
+//! schema count, the scale, block size, tablespace, key seed, load state, the dbio version and
+//! when the data set was created. The table and index comments hold `{"dbio":{"format":1,"id":…,
+//! "object":"table"}}`, so an object is dbio's only when its mark names the schema's data set.
+//! Marks are parsed strictly (one key, `dbio`; every field present and typed; no other field),
+//! so no human comment ("dbio is great") is taken for one, and a schema is matched to a data set
+//! by the prefix and number in its mark, never by its name alone (`ts21` may be schema 21 of
+//! `ts` or schema 1 of `ts2`).
+//!
+//! Earlier versions wrote `dbio {json}` without an id or prefix (the legacy mark); it is recognized, only
+//! so that `setup --force` can rebuild it and every other command can say so.
 
+use std::hash::{BuildHasher, Hasher};
+
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
+use dbio_core::dataset::DataSetPlan;
+
 use crate::error::{PgError, Result};
 use crate::sql;
+
+/// The version of the mark's JSON this dbio writes and reads.
+pub const FORMAT: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -16,35 +36,149 @@ pub enum LoadState {
     Complete,
 }
 
-/// The JSON in a dbio schema's comment.
+/// The identity of a data set and the state of one of its schemas, as a schema's comment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SchemaMark {
     pub format: u32,
-    pub state: LoadState,
+    /// Random, one per data set: table and index marks carry it too.
+    pub id: String,
+    pub prefix: String,
+    /// This schema's number: the schema is `<prefix><schema>`.
+    pub schema: u32,
+    /// Schemas in the data set when this mark was written.
+    pub schemas: u32,
     pub scale_blocks: u64,
     pub block_size: u64,
+    pub tablespace: Option<String>,
     pub seed: u64,
-    /// UTC time the state was written.
+    pub state: LoadState,
+    pub dbio_version: String,
+    /// UTC time the data set was first created.
+    pub created_at: String,
+    /// UTC time this state was written.
     pub at: String,
 }
 
+/// A data set's identity, shared by the marks of all its schemas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: String,
+    pub created_at: String,
+}
+
+impl Identity {
+    /// A fresh data set: a random 128-bit id (from the OS-seeded keys of std's SipHash).
+    pub fn fresh() -> Identity {
+        let random = || {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default(),
+            );
+            h.finish()
+        };
+        Identity {
+            id: format!("{:016x}{:016x}", random(), random()),
+            created_at: now(),
+        }
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 impl SchemaMark {
-    pub fn new(state: LoadState, scale_blocks: u64, block_size: u64, seed: u64) -> Self {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        identity: &Identity,
+        prefix: &str,
+        schema: u32,
+        schemas: u32,
+        scale_blocks: u64,
+        block_size: u64,
+        tablespace: Option<&str>,
+        seed: u64,
+        state: LoadState,
+    ) -> Self {
         SchemaMark {
-            format: 1,
-            state,
+            format: FORMAT,
+            id: identity.id.clone(),
+            prefix: prefix.to_string(),
+            schema,
+            schemas,
             scale_blocks,
             block_size,
+            tablespace: tablespace.map(str::to_string),
             seed,
-            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            state,
+            dbio_version: env!("CARGO_PKG_VERSION").to_string(),
+            created_at: identity.created_at.clone(),
+            at: now(),
+        }
+    }
+
+    pub fn with_state(&self, state: LoadState) -> Self {
+        SchemaMark {
+            state,
+            at: now(),
+            ..self.clone()
         }
     }
 
     pub fn to_comment(&self) -> String {
-        // Serializing a plain struct of numbers and strings cannot fail.
-        let json = serde_json::to_string(self).unwrap_or_default();
-        format!("{} {json}", sql::MARK)
+        envelope(self)
     }
+
+    /// Is this the mark of schema `<prefix><n>`, as its name says?
+    pub fn names(&self, schema: &str) -> bool {
+        dbio_core::dataset::schema_name(&self.prefix, self.schema) == schema
+    }
+}
+
+/// The mark of a table or index: which data set it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectMark {
+    pub format: u32,
+    pub id: String,
+    /// `table` or `index`.
+    pub object: String,
+}
+
+pub fn object_comment(id: &str, object: &str) -> String {
+    envelope(&ObjectMark {
+        format: FORMAT,
+        id: id.to_string(),
+        object: object.to_string(),
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope<T> {
+    dbio: T,
+}
+
+fn envelope<T: Serialize>(inner: &T) -> String {
+    // Serializing a plain struct of numbers and strings cannot fail.
+    serde_json::to_string(&Envelope { dbio: inner }).unwrap_or_default()
+}
+
+/// The legacy mark, `dbio {json}` (before data set ids), parsed as strictly as the current one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct LegacyMark {
+    format: u32,
+    state: LoadState,
+    scale_blocks: u64,
+    block_size: u64,
+    seed: u64,
+    at: String,
 }
 
 /// What a schema's comment says about it.
@@ -54,17 +188,72 @@ pub enum Ownership {
     Absent,
     /// Exists without dbio's mark: not ours, never touched.
     Foreign,
-    /// Ours; `None` when the mark's JSON is unreadable (treated as incomplete).
-    Dbio(Option<SchemaMark>),
+    /// Ours.
+    Dbio(Box<SchemaMark>),
+    /// A `{"dbio": …}` envelope this dbio cannot read (damaged, or written by a newer dbio):
+    /// never touched, the reason is named.
+    Unreadable(String),
+    /// The legacy mark: ours, but it does not say which data set; only `setup --force` may
+    /// rebuild it.
+    Legacy,
+}
+
+/// The envelope's inner object, when the comment is exactly `{"dbio": {...}}` in format 1.
+/// `Err` carries why an envelope is unreadable; `Ok(None)` means it is no envelope at all.
+fn open_envelope<T: DeserializeOwned>(comment: &str) -> std::result::Result<Option<T>, String> {
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(comment)
+    else {
+        return Ok(None);
+    };
+    if top.len() != 1 {
+        return Ok(None);
+    }
+    let Some(inner @ serde_json::Value::Object(fields)) = top.get("dbio") else {
+        return Ok(None);
+    };
+    match fields.get("format").and_then(serde_json::Value::as_u64) {
+        Some(f) if f == FORMAT as u64 => {}
+        Some(f) => {
+            return Err(format!(
+                "mark format {f}, written by another dbio version (this one reads format {FORMAT})"
+            ));
+        }
+        None => return Err("the mark has no format number".into()),
+    }
+    serde_json::from_value(inner.clone())
+        .map(Some)
+        .map_err(|e| format!("damaged mark ({e})"))
 }
 
 pub fn parse_comment(comment: Option<&str>) -> Ownership {
-    match comment {
-        Some(c) if c == sql::MARK || c.starts_with("dbio ") => {
-            let json = c[sql::MARK.len()..].trim();
-            Ownership::Dbio(serde_json::from_str(json).ok())
-        }
+    let Some(c) = comment else {
+        return Ownership::Foreign;
+    };
+    match open_envelope::<SchemaMark>(c) {
+        Ok(Some(mark)) => return Ownership::Dbio(Box::new(mark)),
+        Err(why) => return Ownership::Unreadable(why),
+        Ok(None) => {}
+    }
+    match c.strip_prefix(sql::LEGACY_MARK) {
+        Some(json) if serde_json::from_str::<LegacyMark>(json.trim()).is_ok() => Ownership::Legacy,
         _ => Ownership::Foreign,
+    }
+}
+
+/// The data set id in a table's or index's comment, if it holds dbio's mark.
+pub fn object_id(comment: Option<&str>) -> Option<String> {
+    open_envelope::<ObjectMark>(comment?)
+        .ok()
+        .flatten()
+        .map(|m| m.id)
+}
+
+/// Which data set a relation's comment says it belongs to: `id` for the current marks,
+/// `None` for a legacy schema, whose objects carry the bare word `dbio`.
+pub fn is_marked(comment: Option<&str>, id: Option<&str>) -> bool {
+    match id {
+        Some(id) => object_id(comment).as_deref() == Some(id),
+        None => comment == Some(sql::LEGACY_MARK),
     }
 }
 
@@ -90,13 +279,150 @@ pub async fn inspect_schemas(
         .collect())
 }
 
-/// Does the schema's table exist, and is it dbio's?
-pub async fn table_ownership(client: &Client, schema: &str) -> Result<Option<bool>> {
+/// What a schema's mark says against the data set asked for, for `check` and `run`: `Err` when
+/// the schema is not that data set's at all (the problem, and what to do), else the data set's
+/// id and the problems of a schema that is (incomplete, another scale).
+pub fn judge(
+    own: &Ownership,
+    plan: &DataSetPlan,
+    name: &str,
+) -> std::result::Result<(String, Vec<String>), String> {
+    let mark = match own {
+        Ownership::Absent => {
+            return Err(format!(
+                "does not exist (data.prefix {}, data.schemas {}): run `dbio setup` with the same data settings",
+                plan.prefix, plan.schemas
+            ));
+        }
+        Ownership::Foreign => {
+            return Err(
+                "schema exists but dbio did not create it (or a teardown kept it, unmarked, for the user's objects): \
+                 choose another data.prefix"
+                    .into(),
+            );
+        }
+        Ownership::Unreadable(why) => {
+            return Err(format!(
+                "dbio's mark on the schema is unreadable ({why}): use the dbio version that made it, or rebuild with `dbio setup --force`"
+            ));
+        }
+        Ownership::Legacy => {
+            return Err(
+                "the schema carries the mark of an older dbio (before data set ids): rebuild it with `dbio setup --force`"
+                    .into(),
+            );
+        }
+        Ownership::Dbio(m) => m,
+    };
+    if mark.prefix != plan.prefix || !mark.names(name) {
+        return Err(format!(
+            "the schema belongs to the dbio data set of prefix `{}` (its schema {}): choose another data.prefix",
+            mark.prefix, mark.schema
+        ));
+    }
+    let mut problems = Vec::new();
+    if mark.state != LoadState::Complete {
+        problems.push(
+            "load incomplete (interrupted or failed): rerun `dbio setup` to finish it".into(),
+        );
+    }
+    if mark.scale_blocks != plan.scale_blocks {
+        problems.push(format!(
+            "loaded with {} blocks but the configuration asks for {} blocks: set data.scale (--scale) to {}blocks, \
+             or rebuild with `dbio setup --force`",
+            mark.scale_blocks, plan.scale_blocks, mark.scale_blocks
+        ));
+    }
+    Ok((mark.id.clone(), problems))
+}
+
+/// The problem of a dbio schema whose table is gone or not dbio's, and how to recover.
+pub fn table_problem(table: Table) -> Option<String> {
+    match table {
+        Table::Ours(_) => None,
+        Table::Missing => Some(
+            "table cf1 is missing (dropped outside dbio): run `dbio setup` to rebuild it".into(),
+        ),
+        Table::Foreign => Some(
+            "table cf1 is not the one dbio created (its mark is missing or names another data set): \
+             drop it yourself, then run `dbio setup`"
+                .into(),
+        ),
+    }
+}
+
+/// A schema's table `cf1`: missing, dbio's (of the data set `id`), or someone else's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    Missing,
+    Ours(u32),
+    Foreign,
+}
+
+/// `id`: the data set's id, `None` for a legacy schema.
+pub async fn table(client: &Client, schema: &str, id: Option<&str>) -> Result<Table> {
     let row = client
         .query_opt(sql::TABLE_BY_SCHEMA, &[&schema])
         .await
         .map_err(|e| PgError::from_db(format!("reading table {schema}.cf1"), &e))?;
-    Ok(row.map(|r| r.get::<_, Option<String>>(1).as_deref() == Some(sql::MARK)))
+    Ok(match row {
+        None => Table::Missing,
+        Some(r) if is_marked(r.get::<_, Option<String>>(1).as_deref(), id) => {
+            Table::Ours(r.get::<_, u32>(0))
+        }
+        Some(_) => Table::Foreign,
+    })
+}
+
+/// Objects the user made on or over dbio's table `table_oid` (see [`sql::DEPENDENTS`]),
+/// described as PostgreSQL names them ("index user1.my_idx", "view v", "trigger t on table
+/// user1.cf1"). Dropping the table would drop them too; dbio does so only when told.
+pub async fn dependents(
+    client: &Client,
+    schema: &str,
+    table_oid: u32,
+    id: Option<&str>,
+) -> Result<Vec<String>> {
+    let rows = client
+        .query(sql::DEPENDENTS, &[&table_oid])
+        .await
+        .map_err(|e| PgError::from_db(format!("reading what depends on {schema}.cf1"), &e))?;
+    Ok(rows
+        .iter()
+        .filter(|r| {
+            // dbio's own index is the one dependent that carries the data set's mark.
+            let desc: Option<String> = r.get(0);
+            let comment: Option<String> = r.get(1);
+            !(is_marked(comment.as_deref(), id)
+                && desc.is_some_and(|d| d.starts_with("index ") && d.ends_with(sql::INDEX)))
+        })
+        .filter_map(|r| r.get::<_, Option<String>>(0))
+        .collect())
+}
+
+/// Objects in the schema that dbio did not create (all but its marked table and index): the
+/// schema stays when there are any.
+pub async fn foreign_objects(
+    client: &Client,
+    schema: &str,
+    id: Option<&str>,
+) -> Result<Vec<String>> {
+    let rows = client
+        .query(sql::SCHEMA_OBJECTS, &[&schema])
+        .await
+        .map_err(|e| PgError::from_db(format!("listing the objects of {schema}"), &e))?;
+    Ok(rows
+        .iter()
+        .filter(|r| {
+            let name: Option<String> = r.get(1);
+            let comment: Option<String> = r.get(2);
+            !(name
+                .as_deref()
+                .is_some_and(|n| n == sql::TABLE || n == sql::INDEX)
+                && is_marked(comment.as_deref(), id))
+        })
+        .filter_map(|r| r.get::<_, Option<String>>(0))
+        .collect())
 }
 
 pub async fn set_schema_mark(client: &Client, schema: &str, mark: &SchemaMark) -> Result<()> {
@@ -110,21 +436,100 @@ pub async fn set_schema_mark(client: &Client, schema: &str, mark: &SchemaMark) -
 mod tests {
     use super::*;
 
-    #[test]
-    fn marks_round_trip_through_the_comment() {
-        let m = SchemaMark::new(LoadState::Complete, 4000, 8192, 7);
-        assert_eq!(
-            parse_comment(Some(&m.to_comment())),
-            Ownership::Dbio(Some(m))
-        );
+    fn mark() -> SchemaMark {
+        let identity = Identity::fresh();
+        SchemaMark::new(
+            &identity,
+            "ts",
+            2,
+            3,
+            4000,
+            8192,
+            None,
+            7,
+            LoadState::Complete,
+        )
     }
 
     #[test]
-    fn foreign_and_damaged_comments() {
+    fn marks_round_trip_through_the_comment() {
+        let m = mark();
+        let comment = m.to_comment();
+        assert!(
+            comment.starts_with("{\"dbio\":{\"format\":1,\"id\":\""),
+            "{comment}"
+        );
+        assert_eq!(
+            parse_comment(Some(&comment)),
+            Ownership::Dbio(Box::new(m.clone()))
+        );
+        assert!(m.names("ts2") && !m.names("ts21") && !m.names("t2"));
+    }
+
+    #[test]
+    fn ids_are_random_per_data_set() {
+        let a = Identity::fresh().id;
+        let b = Identity::fresh().id;
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn human_comments_are_not_marks() {
+        for c in [
+            "payroll data",
+            "dbio",
+            "dbiox",
+            "dbio is great",
+            "dbio {broken",
+            "dbio {\"state\":\"complete\"}",
+            "{\"dbio\": 1}",
+            "{\"dbio\": \"yes\"}",
+            "{\"dbio\":{\"format\":1},\"other\":2}",
+            "[\"dbio\"]",
+        ] {
+            assert_eq!(parse_comment(Some(c)), Ownership::Foreign, "{c}");
+        }
         assert_eq!(parse_comment(None), Ownership::Foreign);
-        assert_eq!(parse_comment(Some("payroll data")), Ownership::Foreign);
-        assert_eq!(parse_comment(Some("dbiox")), Ownership::Foreign);
-        assert_eq!(parse_comment(Some("dbio {broken")), Ownership::Dbio(None));
-        assert_eq!(parse_comment(Some("dbio")), Ownership::Dbio(None));
+    }
+
+    #[test]
+    fn damaged_and_future_marks_are_named_never_used() {
+        let future = "{\"dbio\":{\"format\":2,\"id\":\"x\"}}";
+        assert!(
+            matches!(parse_comment(Some(future)), Ownership::Unreadable(w) if w.contains("format 2"))
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&mark().to_comment()).unwrap();
+        v["dbio"]["extra"] = 1.into();
+        assert!(matches!(
+            parse_comment(Some(&v.to_string())),
+            Ownership::Unreadable(w) if w.contains("extra")
+        ));
+        v["dbio"].as_object_mut().unwrap().remove("extra");
+        v["dbio"].as_object_mut().unwrap().remove("prefix");
+        assert!(matches!(
+            parse_comment(Some(&v.to_string())),
+            Ownership::Unreadable(w) if w.contains("prefix")
+        ));
+    }
+
+    #[test]
+    fn the_legacy_mark_is_recognized_strictly() {
+        let legacy = "dbio {\"format\":1,\"state\":\"complete\",\"scale_blocks\":4000,\"block_size\":8192,\"seed\":1,\"at\":\"2026-01-01T00:00:00Z\"}";
+        assert_eq!(parse_comment(Some(legacy)), Ownership::Legacy);
+        let extra = legacy.replace("\"seed\":1", "\"seed\":1,\"x\":2");
+        assert_eq!(parse_comment(Some(&extra)), Ownership::Foreign);
+    }
+
+    #[test]
+    fn objects_belong_to_the_data_set_their_mark_names() {
+        let c = object_comment("abc", "table");
+        assert_eq!(object_id(Some(&c)).as_deref(), Some("abc"));
+        assert!(is_marked(Some(&c), Some("abc")));
+        assert!(!is_marked(Some(&c), Some("abd")));
+        assert!(!is_marked(Some("dbio"), Some("abc")));
+        assert!(is_marked(Some("dbio"), None));
+        assert!(!is_marked(Some(&c), None));
+        assert_eq!(object_id(Some("dbio table")), None);
     }
 }

@@ -17,7 +17,7 @@ use tokio_postgres::Client;
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::maintenance;
-use crate::marker::{self, LoadState, Ownership};
+use crate::marker::{self, Ownership};
 use crate::server::{ServerInfo, server_info};
 use crate::session::{LoopCall, PgLoopSession, PgSession, SessionOptions};
 use crate::sql;
@@ -109,6 +109,8 @@ pub async fn preflight(
             table_bytes: plan.table_bytes(),
             schemas_used: used.into_iter().map(str::to_string).collect(),
         },
+        // Filled in once the sessions are connected.
+        session_tls: None,
     };
     Ok(Preflight {
         info,
@@ -155,35 +157,24 @@ async fn verify_data_set(
     let mut vacuumed = false;
     let names = plan.schema_names();
     for (name, own) in marker::inspect_schemas(client, &names).await? {
-        let problem = match own {
-            Ownership::Absent => Some(format!(
-                "schema {name} does not exist (data.schemas = {}, data.prefix = {}): run `dbio setup` with the same data settings",
-                plan.schemas, plan.prefix
-            )),
-            Ownership::Foreign => Some(format!(
-                "schema {name} was not created by dbio; choose another data.prefix"
-            )),
-            Ownership::Dbio(None) => Some(format!(
-                "schema {name} has an unreadable dbio mark: rerun `dbio setup`"
-            )),
-            Ownership::Dbio(Some(m)) if m.state != LoadState::Complete => Some(format!(
-                "schema {name}: load incomplete (interrupted or failed): rerun `dbio setup`"
-            )),
-            Ownership::Dbio(Some(m)) if m.scale_blocks != plan.scale_blocks => Some(format!(
-                "data.scale = {} blocks but schema {name} holds {} blocks: set data.scale (--scale) to {}blocks, or rebuild with `dbio setup --force`",
-                plan.scale_blocks, m.scale_blocks, m.scale_blocks
-            )),
-            Ownership::Dbio(Some(_)) => None,
+        let sep = if own == Ownership::Absent { " " } else { ": " };
+        let refuse = |p: String| {
+            PgError::Usage(format!(
+                "the data set is not fit to run against: schema {name}{sep}{p}"
+            ))
         };
-        if let Some(p) = problem {
-            return Err(PgError::Usage(format!(
-                "the data set is not fit to run against: {p}"
-            )));
+        let id = match marker::judge(&own, plan, &name) {
+            Err(p) => return Err(refuse(p)),
+            Ok((_, problems)) if !problems.is_empty() => return Err(refuse(problems.join("; "))),
+            Ok((id, _)) => id,
+        };
+        if let Some(p) = marker::table_problem(marker::table(client, &name, Some(&id)).await?) {
+            return Err(refuse(p));
         }
         let Some(state) = maintenance::table_state(client, &name).await? else {
-            return Err(PgError::Usage(format!(
-                "the data set is not fit to run against: {name}.cf1 is missing: rerun `dbio setup --force`"
-            )));
+            return Err(refuse(
+                "table cf1 vanished during the check: run `dbio setup`".into(),
+            ));
         };
         if !state.index_valid {
             return Err(PgError::Usage(format!(

@@ -20,7 +20,7 @@ const SAMPLE: &str = "SELECT backend_type = 'client backend' OR backend_type = '
      FROM pg_stat_activity \
      WHERE pid <> pg_backend_pid() AND ( \
        (backend_type = 'client backend' AND state = 'active' AND datname = current_database() \
-          AND application_name ~ '^dbio-(reader|writer)-[0-9]+$') \
+          AND application_name ~ '(^|/)dbio-(reader|writer)-[0-9]+$') \
        OR (backend_type = 'background worker' AND state = 'active' AND datname = current_database()) \
        OR (backend_type NOT IN ('client backend', 'background worker') \
           AND (datname IS NULL OR datname = current_database()) \
@@ -71,7 +71,12 @@ async fn sample_loop(client: Client, period: Duration, mut stop: watch::Receiver
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        match client.query(SAMPLE, &[]).await {
+        // A server that stopped answering must not hold the samples taken so far.
+        let answer = tokio::select! {
+            r = client.query(SAMPLE, &[]) => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        match answer {
             Ok(rows) => {
                 out.samples += 1;
                 for r in rows {

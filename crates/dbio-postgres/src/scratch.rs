@@ -4,6 +4,12 @@
 //!
 //! initdb and pg_ctl refuse to run as root, so as root every server command runs as the
 //! `postgres` OS user (`runuser -u postgres --`) on a directory that user owns.
+//!
+//! A scratch folder is dbio's only when it carries dbio's mark (`dbio-scratch.json`). dbio
+//! makes a folder its own only when it creates it or finds it empty; a folder that holds
+//! anything else is refused before anything in it is touched. As root, dbio hands to the
+//! server user only what it created itself (the folder, its settings file, the password
+//! file), one object at a time, never a whole tree.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,6 +24,9 @@ pub const SERVER_OS_USER: &str = "postgres";
 /// Database superuser that initdb creates.
 pub const SUPERUSER: &str = "postgres";
 const STATE_FILE: &str = "scratch.json";
+/// dbio's mark on a scratch folder: the folder is dbio's to write into, restart and remove.
+const MARK_FILE: &str = "dbio-scratch.json";
+const MARK_KIND: &str = "dbio-scratch-folder";
 const SETTINGS_FILE: &str = "dbio.conf";
 const INSTALL_HINT: &str = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-get install postgresql; \
      then they are in /usr/lib/postgresql/<version>/bin), or point --pg-bin or DBIO_PG_BIN at the \
@@ -228,17 +237,41 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PgError + '_ {
     }
 }
 
-/// Makes `path` and its content owned by the server's OS user (root only).
-fn hand_to_server_user(path: &Path) -> Result<()> {
+/// The uid and gid of the server's OS user.
+fn server_user_ids() -> Result<(u32, u32)> {
+    let name = std::ffi::CString::new(SERVER_OS_USER).expect("the user name has no NUL byte");
+    let mut pw = std::mem::MaybeUninit::<libc::passwd>::zeroed();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r fills `pw` and `buf` (of the given length) and sets `found` to `pw`
+    // on success or to null when there is no such user.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            pw.as_mut_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(PgError::scratch_usage(format!(
+            "there is no `{SERVER_OS_USER}` OS user to run the server as (dbio runs as root, and initdb and pg_ctl refuse root); create it (Debian: apt-get install postgresql, or adduser --system {SERVER_OS_USER})"
+        )));
+    }
+    // SAFETY: getpwnam_r returned 0 with `found` set, so `pw` is initialised.
+    let pw = unsafe { pw.assume_init() };
+    Ok((pw.pw_uid, pw.pw_gid))
+}
+
+/// Gives the folder `path`, which dbio created or found empty, to the server's OS user (root
+/// only): that one folder, not what is in it, and not through a symlink (lchown).
+fn hand_dir_to_server_user(path: &Path) -> Result<()> {
     if !is_root() {
         return Ok(());
     }
-    run(
-        Command::new("chown")
-            .args(["-R", &format!("{SERVER_OS_USER}:")])
-            .arg(path),
-        &format!("chown {}", path.display()),
-    )?;
+    let (uid, gid) = server_user_ids()?;
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).map_err(io_err(path))?;
     // The server user must be able to reach the folder through every parent.
     let probe = Command::new("runuser")
         .args(["-u", SERVER_OS_USER, "--", "test", "-w"])
@@ -252,6 +285,133 @@ fn hand_to_server_user(path: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+fn core_err(e: dbio_core::CoreError) -> PgError {
+    match e {
+        dbio_core::CoreError::Io { path, source } => PgError::Io { path, source },
+        other => PgError::scratch_failed(other.to_string()),
+    }
+}
+
+/// Writes a file dbio creates for the server (atomically: a symlink planted at `path` is
+/// replaced, not followed), mode `mode`, owned by the server's OS user when we are root. The
+/// owner and mode are set through the new file's descriptor before it takes the name.
+fn write_server_file(path: &Path, text: &str, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let owner = if is_root() {
+        Some(server_user_ids()?)
+    } else {
+        None
+    };
+    dbio_core::output::write_atomic_then(path, text.as_bytes(), |f| {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        match owner {
+            Some((uid, gid)) => std::os::unix::fs::fchown(f, Some(uid), Some(gid)),
+            None => Ok(()),
+        }
+    })
+    .map_err(core_err)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ScratchMark {
+    /// Always [`MARK_KIND`].
+    kind: String,
+    created_at: String,
+    dbio_version: String,
+}
+
+/// What a `--dir` holds, as far as dbio may use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirKind {
+    Missing,
+    Empty,
+    /// Carries dbio's mark.
+    Marked,
+    /// Made by a dbio from before the mark: its `scratch.json` parses as dbio's state.
+    Unmarked,
+}
+
+/// Judges `dir` without changing anything; a folder that holds files without being dbio's
+/// (or a path that is no folder) is a usage error.
+fn inspect_dir(dir: &Path) -> Result<DirKind> {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirKind::Missing),
+        Err(e) => return Err(io_err(dir)(e)),
+        Ok(m) if !m.is_dir() => {
+            return Err(PgError::scratch_usage(format!(
+                "{} exists and is not a folder; choose another --dir",
+                dir.display()
+            )));
+        }
+        Ok(_) => {}
+    }
+    let marked = std::fs::read_to_string(dir.join(MARK_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<ScratchMark>(&t).ok())
+        .is_some_and(|m| m.kind == MARK_KIND);
+    if marked {
+        return Ok(DirKind::Marked);
+    }
+    if matches!(read_state(dir), Ok(Some(_))) {
+        return Ok(DirKind::Unmarked);
+    }
+    let empty = std::fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .next()
+        .is_none();
+    if !empty {
+        return Err(PgError::scratch_usage(format!(
+            "{} holds files and is not a dbio scratch folder (it has no {MARK_FILE}); dbio changed nothing in it. Choose a new or empty --dir",
+            dir.display()
+        )));
+    }
+    Ok(DirKind::Empty)
+}
+
+/// Makes `dir` (judged `kind`) a dbio scratch folder: a missing one is created, an empty one
+/// adopted, both marked and (as root) handed to the server's OS user; an unmarked one of an
+/// older dbio gets the mark and nothing else; a marked one is left as it is.
+fn claim_dir(dir: &Path, kind: DirKind) -> Result<()> {
+    match kind {
+        DirKind::Marked => Ok(()),
+        DirKind::Unmarked => write_mark(dir),
+        DirKind::Empty => mark_dir(dir),
+        DirKind::Missing => {
+            if let Some(parent) = dir.parent() {
+                std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
+            std::fs::create_dir(dir).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    PgError::scratch_usage(format!(
+                        "{} appeared while dbio was creating it; run the command again",
+                        dir.display()
+                    ))
+                } else {
+                    io_err(dir)(e)
+                }
+            })?;
+            mark_dir(dir)
+        }
+    }
+}
+
+/// Marks a folder dbio created or adopted empty, then hands it to the server's OS user.
+fn mark_dir(dir: &Path) -> Result<()> {
+    write_mark(dir)?;
+    hand_dir_to_server_user(dir)
+}
+
+fn write_mark(dir: &Path) -> Result<()> {
+    let mark = ScratchMark {
+        kind: MARK_KIND.into(),
+        created_at: chrono::Utc::now().to_rfc3339(),
+        dbio_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let text =
+        serde_json::to_string_pretty(&mark).map_err(|e| PgError::scratch_failed(e.to_string()))?;
+    dbio_core::output::write_atomic(&dir.join(MARK_FILE), text.as_bytes()).map_err(core_err)
 }
 
 fn free_port() -> Result<u16> {
@@ -295,7 +455,7 @@ fn write_state(dir: &Path, state: &ScratchState) -> Result<()> {
     let path = dir.join(STATE_FILE);
     let text =
         serde_json::to_string_pretty(state).map_err(|e| PgError::scratch_failed(e.to_string()))?;
-    std::fs::write(&path, text).map_err(io_err(&path))
+    dbio_core::output::write_atomic(&path, text.as_bytes()).map_err(core_err)
 }
 
 /// Is the server of `data_dir` running? (`pg_ctl status` exit 0.)
@@ -308,10 +468,13 @@ fn is_running(bin: &PgBin, data_dir: &Path) -> bool {
 }
 
 /// Starts the cluster in `opts.dir`, creating it with initdb when the folder holds none. A
-/// cluster already running there is returned as it is.
+/// cluster already running there is returned as it is. A folder that holds files and is not a
+/// dbio scratch folder is refused before anything in it is touched.
 pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
     let dir = absolute(&opts.dir)?;
     let data_dir = dir.join("data");
+    // A foreign folder is refused before anything in it is read further or written.
+    let kind = inspect_dir(&dir)?;
     let previous = read_state(&dir)?;
     let bin = match (&opts.pg_bin, &previous) {
         (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
@@ -326,8 +489,7 @@ pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
             state: prev.clone(),
         });
     }
-    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    hand_to_server_user(&dir)?;
+    claim_dir(&dir, kind)?;
 
     if !data_dir.join("PG_VERSION").is_file() {
         initdb(&bin, &dir, &data_dir, opts.password.as_deref())?;
@@ -355,7 +517,6 @@ pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
         None => free_port()?,
     };
     write_settings(&data_dir, port, opts)?;
-    hand_to_server_user(&dir)?;
 
     let log = dir.join("server.log");
     let data = data_dir.display().to_string();
@@ -411,8 +572,7 @@ fn initdb(bin: &PgBin, dir: &Path, data_dir: &Path, password: Option<&str>) -> R
     let pwfile = dir.join("pwfile");
     match password {
         Some(pw) => {
-            std::fs::write(&pwfile, format!("{pw}\n")).map_err(io_err(&pwfile))?;
-            hand_to_server_user(&pwfile)?;
+            write_server_file(&pwfile, &format!("{pw}\n"), 0o600)?;
             args.push("--auth-host=scram-sha-256".into());
             args.push(format!("--pwfile={}", pwfile.display()));
         }
@@ -430,7 +590,7 @@ fn initdb(bin: &PgBin, dir: &Path, data_dir: &Path, password: Option<&str>) -> R
     text.push_str(&format!(
         "\n# dbio scratch settings\ninclude_if_exists = '{SETTINGS_FILE}'\n"
     ));
-    std::fs::write(&conf, text).map_err(io_err(&conf))
+    write_server_file(&conf, &text, 0o600)
 }
 
 /// Writes the settings dbio controls; rewritten at every start so a new port or shared_buffers
@@ -467,8 +627,7 @@ fn write_settings(data_dir: &Path, port: u16, opts: &ScratchOptions) -> Result<(
     for (k, v) in lines {
         text.push_str(&format!("{k} = {v}\n"));
     }
-    let path = data_dir.join(SETTINGS_FILE);
-    std::fs::write(&path, text).map_err(io_err(&path))
+    write_server_file(&data_dir.join(SETTINGS_FILE), &text, 0o600)
 }
 
 /// The cluster in `dir` and whether its server runs.
@@ -502,9 +661,14 @@ pub fn stop(dir: &Path) -> Result<ScratchCluster> {
     Ok(cluster)
 }
 
-/// Stops the server and deletes the folder (tests, quickstart clean-up).
+/// Stops the server and deletes the folder (tests, quickstart clean-up); a folder that holds
+/// files and is not a dbio scratch folder is refused.
 pub fn destroy(dir: &Path) -> Result<()> {
-    if read_state(&absolute(dir)?)?.is_some() {
+    let abs = absolute(dir)?;
+    if inspect_dir(&abs)? == DirKind::Missing {
+        return Ok(());
+    }
+    if read_state(&abs)?.is_some() {
         stop(dir)?;
     }
     match std::fs::remove_dir_all(dir) {
@@ -556,6 +720,40 @@ mod tests {
         let e = find_pg_bin(Some(dir.path())).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("apt-get install postgresql"), "{e}");
+    }
+
+    #[test]
+    fn only_a_missing_empty_or_marked_folder_is_dbio_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(inspect_dir(&d.join("new")).unwrap(), DirKind::Missing);
+        assert_eq!(inspect_dir(d).unwrap(), DirKind::Empty);
+        std::fs::write(d.join("notes.txt"), "mine").unwrap();
+        let e = inspect_dir(d).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("not a dbio scratch folder"), "{e}");
+        // A mark that merely names the file, or another kind, does not make it dbio's.
+        std::fs::write(
+            d.join(MARK_FILE),
+            r#"{"kind":"x","created_at":"","dbio_version":""}"#,
+        )
+        .unwrap();
+        assert!(inspect_dir(d).is_err());
+        write_mark(d).unwrap();
+        assert_eq!(inspect_dir(d).unwrap(), DirKind::Marked);
+        assert_eq!(
+            std::fs::read_to_string(d.join("notes.txt")).unwrap(),
+            "mine"
+        );
+        let e = destroy(&{
+            let other = d.join("other");
+            std::fs::create_dir(&other).unwrap();
+            std::fs::write(other.join("keep"), "x").unwrap();
+            other
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("not a dbio scratch folder"), "{e}");
+        assert!(d.join("other/keep").is_file());
     }
 
     #[test]

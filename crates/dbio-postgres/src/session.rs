@@ -7,7 +7,8 @@ use dbio_core::driver::{Canceller, LoopCounts, LoopSession, OpError, Session};
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
-use crate::wire::{ConnectError, INT8, Param, TEXT, WireConn, WireError};
+use crate::tls::Negotiated;
+use crate::wire::{INT8, Param, TEXT, WireConn, WireError};
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +39,8 @@ impl PgSession {
         schema: &str,
         opts: &SessionOptions,
     ) -> Result<PgSession> {
-        let (mut conn, io_timing) = connect(target, application_name, opts.statement_timeout)?;
+        let (mut conn, io_timing) =
+            connect(target, application_name, opts.statement_timeout, opts.major)?;
         let failed = failure(application_name);
         conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
             .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
@@ -56,6 +58,20 @@ impl PgSession {
     }
 }
 
+impl PgSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
+    }
+}
+
+impl PgLoopSession {
+    /// The TLS protocol and cipher of the session's connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.conn.tls()
+    }
+}
+
 /// What a failed setup step of session `application_name` becomes.
 fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_ {
     move |what, e| PgError::Failed {
@@ -65,35 +81,19 @@ fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_
     }
 }
 
-/// Opens a session's connection with its settings: statement_timeout, track_io_timing when
-/// the role may set it (the second value says whether it is on), one generic plan.
+/// Opens a session's connection with its settings: statement_timeout (always, so a role
+/// default does not apply) and no idle timeouts, track_io_timing when the role may set it
+/// (the second value says whether it is on), one generic plan.
 fn connect(
     target: &Target,
     application_name: &str,
     statement_timeout: std::time::Duration,
+    major: i32,
 ) -> Result<(WireConn, bool)> {
-    let mut conn = WireConn::connect(target, application_name).map_err(|e| match e {
-        ConnectError::Server(s) => target.server_refused(&s.code, &s.message),
-        ConnectError::Io(e)
-            if e.kind() == std::io::ErrorKind::WouldBlock
-                || e.kind() == std::io::ErrorKind::TimedOut =>
-        {
-            PgError::Connect {
-                target: target.redacted(),
-                cause: format!("no answer within {} s", target.connect_timeout.as_secs()),
-                hint: "check the host and port, firewalls, and target.connect_timeout".into(),
-            }
-        }
-        other => target.unreachable(other.to_string()),
-    })?;
+    let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
-    if !statement_timeout.is_zero() {
-        conn.simple(&format!(
-            "SET statement_timeout = {}",
-            statement_timeout.as_millis()
-        ))
-        .map_err(|e| failed("setting statement_timeout".into(), e))?;
-    }
+    conn.simple(&sql::session_settings(statement_timeout.as_millis(), major))
+        .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;
     let io_timing = match conn.simple("SET track_io_timing = on") {
         Ok(_) => true,
         Err(_) => conn
@@ -111,13 +111,22 @@ fn connect(
 }
 
 /// A session of `run.engine: server`: its loop is a procedure in its own pg_temp schema,
-/// called once for the whole run.
+/// called once for the whole run (in slices where the server cannot notice a lost client).
 pub struct PgLoopSession {
     conn: WireConn,
     call: LoopCall,
     major: i32,
+    /// `Some(s)`: the loop runs in calls of at most `s` seconds.
+    slice_s: Option<f64>,
+    /// Set by the canceller, so no further slice starts.
+    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub io_timing: bool,
 }
+
+/// Without client_connection_check_interval (PostgreSQL 13, or a platform that refuses it) a
+/// loop orphaned by dbio's death runs until its call ends: calls of this many seconds bound
+/// the orphan, for one round trip per slice.
+const LOOP_SLICE_S: f64 = 5.0;
 
 /// What the loop is told to do.
 #[derive(Debug, Clone)]
@@ -146,7 +155,12 @@ impl PgLoopSession {
         call: LoopCall,
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
-        let (mut conn, io_timing) = connect(target, application_name, limit)?;
+        let (mut conn, io_timing) = connect(target, application_name, limit, opts.major)?;
+        // A loop whose client is gone (dbio killed) would run to the end of its call: from
+        // PostgreSQL 14 the server polls the socket during the call and ends it within a
+        // second. On 13, or where the setting is refused (no POLLRDHUP), the loop runs in
+        // slices instead.
+        let checks_client = opts.major >= 14 && conn.simple(sql::CLIENT_CHECK_INTERVAL).is_ok();
         conn.simple(&sql::server_loop_procedure(schema, opts.heavy))
             .map_err(|e| {
                 failure(application_name)(format!("creating the loop procedure for {schema}"), e)
@@ -155,6 +169,8 @@ impl PgLoopSession {
             conn,
             call,
             major: opts.major,
+            slice_s: (!checks_client).then_some(LOOP_SLICE_S),
+            cancelled: Default::default(),
             io_timing,
         })
     }
@@ -169,11 +185,15 @@ fn parse_buckets(text: Option<&str>) -> Vec<u64> {
         .collect()
 }
 
-impl LoopSession for PgLoopSession {
-    fn run_loop(&mut self, seconds: f64) -> std::result::Result<LoopCounts, OpError> {
+impl PgLoopSession {
+    /// One call of the loop for `seconds`; `slice` numbers the calls so each draws its own keys.
+    fn call_loop(&mut self, seconds: f64, slice: u64) -> std::result::Result<LoopCounts, OpError> {
         let c = &self.call;
+        let seed = c
+            .seed
+            .wrapping_add(slice.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         // setseed takes a value in [-1, 1].
-        let seed = (c.seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let seed = (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let sql = sql::server_loop_call(
             seconds,
             c.scale_blocks,
@@ -204,9 +224,59 @@ impl LoopSession for PgLoopSession {
             buckets: [parse_buckets(text(4)), parse_buckets(text(5))],
         })
     }
+}
+
+/// Adds one slice's counts to the run's.
+fn add_counts(total: &mut LoopCounts, part: LoopCounts) {
+    for k in 0..2 {
+        total.ops[k] += part.ops[k];
+        total.rows[k] += part.rows[k];
+        let b = &mut total.buckets[k];
+        if b.len() < part.buckets[k].len() {
+            b.resize(part.buckets[k].len(), 0);
+        }
+        for (t, p) in b.iter_mut().zip(&part.buckets[k]) {
+            *t += p;
+        }
+    }
+}
+
+impl LoopSession for PgLoopSession {
+    fn run_loop(&mut self, seconds: f64) -> std::result::Result<LoopCounts, OpError> {
+        let Some(slice_s) = self.slice_s else {
+            return self.call_loop(seconds, 0);
+        };
+        let started = std::time::Instant::now();
+        let mut total = LoopCounts::default();
+        for slice in 0.. {
+            // Stopped between two calls: as a cancelled call, the loop's counts are lost.
+            if self.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(OpError {
+                    message: "the loop was cancelled".into(),
+                    fatal: true,
+                });
+            }
+            let left = seconds - started.elapsed().as_secs_f64();
+            if left <= 0.0 {
+                break;
+            }
+            let part = self.call_loop(left.min(slice_s), slice)?;
+            add_counts(&mut total, part);
+        }
+        Ok(total)
+    }
 
     fn canceller(&self) -> Canceller {
-        canceller(&self.conn)
+        let cancel = canceller(&self.conn);
+        let cancelled = std::sync::Arc::clone(&self.cancelled);
+        std::sync::Arc::new(move || {
+            cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+            cancel()
+        })
+    }
+
+    fn closer(&self) -> Option<Canceller> {
+        closer(&self.conn)
     }
 
     fn flush_stats(&mut self) {
@@ -248,12 +318,22 @@ impl Session for PgSession {
     fn canceller(&self) -> Canceller {
         canceller(&self.conn)
     }
+
+    fn closer(&self) -> Option<Canceller> {
+        closer(&self.conn)
+    }
 }
 
 /// Sends a cancel request for the connection's running statement, from any thread.
 fn canceller(conn: &WireConn) -> Canceller {
     let handle = conn.cancel_handle();
     std::sync::Arc::new(move || handle.cancel())
+}
+
+/// Shuts the connection's socket down from any thread (a server that stopped answering).
+fn closer(conn: &WireConn) -> Option<Canceller> {
+    let handle = conn.shutdown_handle().ok()?;
+    Some(std::sync::Arc::new(move || handle.shutdown()))
 }
 
 /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before the

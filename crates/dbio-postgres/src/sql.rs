@@ -12,8 +12,33 @@ pub const INDEX: &str = "i_cf1";
 /// Filler columns c2..c9 and the characters in each.
 pub const FILLER_COLUMNS: usize = 8;
 pub const FILLER_LEN: usize = 120;
-/// Marker that starts the comment of every object dbio creates.
-pub const MARK: &str = "dbio";
+/// The comment earlier dbio versions (before data set ids) put on their tables and indexes, and the start of its schema marks
+/// (`dbio {json}`); the current marks are JSON, see `marker`.
+pub const LEGACY_MARK: &str = "dbio";
+
+/// dbio's own settings on every connection it opens for its own work (setup, check, list,
+/// teardown, preflight, collector, sampler): a role or database default must not cancel
+/// its catalog work (`ALTER ROLE ... SET statement_timeout`) or close a connection that sits
+/// idle through the window (`idle_session_timeout`, 14+; `idle_in_transaction_session_timeout`).
+/// statement_timeout is set first, alone, so the rest already runs without the role's
+/// limit (13+ re-arms the timer per statement of a query string); the idle timeouts are set
+/// through pg_settings so a server without one (13 has no idle_session_timeout) skips it.
+pub const OWN_SETTINGS: &str = "SET statement_timeout = 0; \
+     SELECT set_config(name, '0', false) FROM pg_settings \
+     WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')";
+
+/// The measured sessions' settings: statement_timeout explicitly (dbio's value, 0 = none,
+/// so a role default does not apply) and no idle timeouts (a session idles while the others
+/// connect and prepare); `major` gates idle_session_timeout (14+).
+pub fn session_settings(statement_timeout_ms: u128, major: i32) -> String {
+    let mut sql = format!(
+        "SET statement_timeout = {statement_timeout_ms}; SET idle_in_transaction_session_timeout = 0"
+    );
+    if major >= 14 {
+        sql.push_str("; SET idle_session_timeout = 0");
+    }
+    sql
+}
 
 /// `"name"` with embedded quotes doubled, as PostgreSQL's quote_ident does.
 pub fn quote_ident(name: &str) -> String {
@@ -69,22 +94,35 @@ pub fn comment_schema(schema: &str, comment: &str) -> String {
     )
 }
 
-pub fn comment_table(schema: &str) -> String {
+pub fn comment_table(schema: &str, comment: &str) -> String {
     format!(
-        "COMMENT ON TABLE {}.{TABLE} IS '{MARK}'",
-        quote_ident(schema)
+        "COMMENT ON TABLE {}.{TABLE} IS {}",
+        quote_ident(schema),
+        quote_literal(comment)
     )
 }
 
-pub fn comment_index(schema: &str) -> String {
+pub fn comment_index(schema: &str, comment: &str) -> String {
     format!(
-        "COMMENT ON INDEX {}.{INDEX} IS '{MARK}'",
-        quote_ident(schema)
+        "COMMENT ON INDEX {}.{INDEX} IS {}",
+        quote_ident(schema),
+        quote_literal(comment)
     )
 }
 
-pub fn drop_table(schema: &str) -> String {
-    format!("DROP TABLE {}.{TABLE}", quote_ident(schema))
+/// Removes dbio's mark from a schema that stays because it holds the user's objects.
+pub fn unmark_schema(schema: &str) -> String {
+    format!("COMMENT ON SCHEMA {} IS NULL", quote_ident(schema))
+}
+
+/// Without CASCADE unless the user asked for their dependent objects to go too
+/// (`--drop-dependents`).
+pub fn drop_table(schema: &str, cascade: bool) -> String {
+    format!(
+        "DROP TABLE {}.{TABLE}{}",
+        quote_ident(schema),
+        if cascade { " CASCADE" } else { "" }
+    )
 }
 
 /// Without CASCADE: a schema that still holds objects dbio did not create is left in place.
@@ -107,14 +145,21 @@ pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int
      has_database_privilege(current_database(), 'CREATE'), current_setting('track_io_timing'), \
      coalesce(current_setting('debug_io_direct', true), '')";
 
+/// What target_session_attrs asks of a server: is it a standby, is the session read-only
+/// (the two facts libpq checks).
+pub const SESSION_STATE: &str = "SELECT pg_catalog.pg_is_in_recovery(), \
+     pg_catalog.current_setting('transaction_read_only')";
+
 /// Schemas by name with their comments (NULL comment = no comment).
 pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
      FROM pg_namespace n WHERE n.nspname = ANY($1::text[])";
 
-/// Every schema whose comment carries dbio's mark and whose name is `<prefix><digits>`.
+/// Every schema whose comment may be a dbio mark (JSON or legacy); `marker` parses them strictly
+/// and the caller matches each to a data set by the prefix and number in the mark.
 pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
      FROM pg_namespace n \
-     WHERE obj_description(n.oid, 'pg_namespace') LIKE 'dbio%' AND n.nspname ~ ('^' || $1 || '[0-9]+$') \
+     WHERE obj_description(n.oid, 'pg_namespace') LIKE '{%dbio%' \
+        OR obj_description(n.oid, 'pg_namespace') LIKE 'dbio {%' \
      ORDER BY length(n.nspname), n.nspname";
 
 /// The SLOB table of a schema and its comment, if it exists.
@@ -122,12 +167,41 @@ pub const TABLE_BY_SCHEMA: &str = "SELECT c.oid, obj_description(c.oid, 'pg_clas
      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
      WHERE n.nspname = $1 AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
 
-/// Objects in a schema other than dbio's table and index: what dbio must not drop.
-pub const FOREIGN_OBJECTS: &str = "SELECT c.relname::text FROM pg_class c \
-     JOIN pg_namespace n ON n.oid = c.relnamespace \
-     WHERE n.nspname = $1 AND NOT (c.relname IN ('cf1', 'i_cf1') \
-       AND coalesce(obj_description(c.oid, 'pg_class'), '') = 'dbio') \
-     AND c.relkind IN ('r', 'p', 'i', 'S', 'v', 'm', 'f') ORDER BY 1";
+/// Objects in a schema: relations (with their name and comment, so dbio's own table and index
+/// are told by their mark), functions and procedures, and types that are not a relation's row
+/// type or an array. Anything else there (an operator, a collation) still stops DROP SCHEMA,
+/// which runs without CASCADE. Columns: description, relname or NULL, comment or NULL.
+pub const SCHEMA_OBJECTS: &str = "SELECT pg_describe_object('pg_class'::regclass, c.oid, 0), c.relname::text, \
+            obj_description(c.oid, 'pg_class') \
+       FROM pg_class c WHERE c.relnamespace = $1::text::regnamespace \
+     UNION ALL SELECT pg_describe_object('pg_proc'::regclass, p.oid, 0), NULL, NULL \
+       FROM pg_proc p WHERE p.pronamespace = $1::text::regnamespace \
+     UNION ALL SELECT pg_describe_object('pg_type'::regclass, t.oid, 0), NULL, NULL \
+       FROM pg_type t WHERE t.typnamespace = $1::text::regnamespace AND t.typcategory <> 'A' \
+        AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.reltype = t.oid) \
+     ORDER BY 1";
+
+/// Objects that depend on table `$1` (an oid) or its row type, as pg_depend records them: an
+/// index, a trigger, a rule, a policy, extended statistics, a view (through its rewrite rule:
+/// named as the view), a foreign key, a column of another table of this row type. Left out:
+/// what the table's creation made (its row type, TOAST table: internal dependencies) and
+/// NOT NULL constraints (catalogued as constraints from PostgreSQL 18). The caller leaves out
+/// dbio's own index by its mark. Columns: description, comment of a relation or NULL.
+pub const DEPENDENTS: &str = "SELECT DISTINCT \
+       CASE WHEN d.classid = 'pg_rewrite'::regclass \
+            THEN coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r \
+                           WHERE r.oid = d.objid AND r.rulename = '_RETURN'), \
+                          pg_describe_object(d.classid, d.objid, 0)) \
+            ELSE pg_describe_object(d.classid, d.objid, 0) END, \
+       CASE WHEN d.classid = 'pg_class'::regclass THEN obj_description(d.objid, 'pg_class') END \
+     FROM pg_depend d \
+     WHERE ((d.refclassid = 'pg_class'::regclass AND d.refobjid = $1::oid) \
+         OR (d.refclassid = 'pg_type'::regclass \
+             AND d.refobjid = (SELECT reltype FROM pg_class WHERE oid = $1::oid))) \
+       AND d.deptype <> 'i' \
+       AND NOT (d.classid = 'pg_constraint'::regclass \
+                AND EXISTS (SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.contype = 'n')) \
+     ORDER BY 1";
 
 pub const TABLESPACE_USABLE: &str = "SELECT EXISTS (SELECT 1 FROM pg_tablespace WHERE spcname = $1), \
      CASE WHEN EXISTS (SELECT 1 FROM pg_tablespace WHERE spcname = $1) \
@@ -256,6 +330,10 @@ $dbio$"#,
     )
 }
 
+/// PostgreSQL 14+: the server checks every second that the client of a running statement is
+/// still connected, and ends the statement when it is not (the server engine's orphans).
+pub const CLIENT_CHECK_INTERVAL: &str = "SET client_connection_check_interval = 1000";
+
 /// The call of [`server_loop_procedure`]; its row holds the INOUT values.
 pub fn server_loop_call(
     run_s: f64,
@@ -292,6 +370,12 @@ pub const SETTING_NAMES: &[&str] = &[
 ];
 
 pub const DATA_DIRECTORY: &str = "SELECT setting FROM pg_settings WHERE name = 'data_directory'";
+
+pub const WAL_SETTINGS: &str =
+    "SELECT current_setting('wal_level'), pg_size_bytes(current_setting('max_wal_size'))";
+
+/// Bytes of dbio's table and its indexes (what a rebuild frees first).
+pub const TOTAL_RELATION_SIZE: &str = "SELECT pg_total_relation_size($1::oid)";
 
 pub const TABLESPACE_LOCATION: &str =
     "SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname = $1";

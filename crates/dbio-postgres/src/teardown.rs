@@ -1,101 +1,214 @@
-//! `dbio teardown`: drops what dbio created and nothing else. Only schemas carrying dbio's mark
-//! are considered; in each, only the marked table (its index goes with it); the schema itself
-//! is dropped without CASCADE, so one that still holds someone else's objects stays.
+//! `dbio teardown`: drops one data set, what dbio created and nothing else.
+//!
+//! The data set of prefix P is the schemas whose mark says prefix P and whose name is P
+//! followed by the schema number in the mark: `--prefix ts` never takes `ts21`, schema 1 of
+//! prefix `ts2`. In each, only the table carrying the data set's mark is dropped (its index goes
+//! with it). Objects the user made on or over that table (another index, a trigger, a view)
+//! stop the whole teardown before anything is dropped, unless `--drop-dependents`. A schema that
+//! still holds other objects of the user stays, without dbio's mark; the others are dropped
+//! without CASCADE.
 
 use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::error::{PgError, Result};
-use crate::marker;
+use crate::marker::{self, Ownership, SchemaMark, Table};
 use crate::sql;
 
-/// A dbio schema and what else it holds.
+/// A schema of the data set and what else it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Droppable {
     pub schema: String,
-    /// Objects in the schema that dbio did not create; non-empty means the schema stays.
+    pub mark: SchemaMark,
+    /// Whether dbio's table is there to drop.
+    pub table: bool,
+    /// Objects that depend on dbio's table; non-empty stops the teardown unless the user
+    /// asks for them to be dropped too.
+    pub dependents: Vec<String>,
+    /// Other objects in the schema that dbio did not create; non-empty means the schema stays.
     pub foreign_objects: Vec<String>,
+}
+
+/// What teardown found under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TeardownPlan {
+    pub schemas: Vec<Droppable>,
+    /// Schemas named `<prefix><n>` with the legacy mark (before data set ids), which does not say which data set
+    /// they belong to: never dropped here.
+    pub legacy: Vec<String>,
+}
+
+impl TeardownPlan {
+    pub fn is_empty(&self) -> bool {
+        self.schemas.is_empty() && self.legacy.is_empty()
+    }
+
+    /// The refusal when the user's objects depend on dbio's tables.
+    fn dependents_refusal(&self) -> Option<PgError> {
+        let blocked: Vec<String> = self
+            .schemas
+            .iter()
+            .filter(|d| !d.dependents.is_empty())
+            .map(|d| format!("{}.cf1: {}", d.schema, d.dependents.join(", ")))
+            .collect();
+        (!blocked.is_empty()).then(|| dependents_error(&blocked, "teardown"))
+    }
+}
+
+/// The error when objects dbio did not create depend on the tables it would drop; `what` is
+/// the command (`teardown`, `setup --force`).
+pub fn dependents_error(blocked: &[String], what: &str) -> PgError {
+    PgError::Usage(format!(
+        "objects that dbio did not create depend on its tables ({}); {what} would drop them with the tables, \
+         so nothing was changed. Drop or move them yourself, or rerun with --drop-dependents to drop them too",
+        blocked.join("; ")
+    ))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TeardownOutcome {
     pub dropped: Vec<String>,
-    /// Schemas whose dbio table was dropped but which stay because of foreign objects.
+    /// Schemas whose dbio table was dropped but which stay, unmarked, because of the user's
+    /// objects.
     pub kept: Vec<Droppable>,
+    pub legacy: Vec<String>,
 }
 
-/// The dbio schemas `<prefix><n>` of the target database.
-pub async fn plan(target: &Target, prefix: &str) -> Result<Vec<Droppable>> {
+/// The data set of `prefix` on the target database.
+pub async fn plan(target: &Target, prefix: &str) -> Result<TeardownPlan> {
     let client = target.connect("dbio-teardown").await?;
     list(&client, prefix).await
 }
 
-async fn list(client: &Client, prefix: &str) -> Result<Vec<Droppable>> {
+async fn list(client: &Client, prefix: &str) -> Result<TeardownPlan> {
     let rows = client
-        .query(sql::MARKED_SCHEMAS, &[&prefix])
+        .query(sql::MARKED_SCHEMAS, &[])
         .await
         .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
-    let mut out = Vec::new();
+    let mut out = TeardownPlan::default();
     for r in rows {
         let schema: String = r.get(0);
         let comment: Option<String> = r.get(1);
-        if !matches!(
-            marker::parse_comment(comment.as_deref()),
-            marker::Ownership::Dbio(_)
-        ) {
-            continue;
+        match marker::parse_comment(comment.as_deref()) {
+            Ownership::Dbio(mark) if mark.prefix == prefix && mark.names(&schema) => {
+                let id = Some(mark.id.as_str());
+                let (table, dependents) = match marker::table(client, &schema, id).await? {
+                    Table::Ours(oid) => (true, marker::dependents(client, &schema, oid, id).await?),
+                    _ => (false, Vec::new()),
+                };
+                // What depends on the table goes with it (or stops the teardown): not a reason
+                // to keep the schema.
+                let foreign_objects = marker::foreign_objects(client, &schema, id)
+                    .await?
+                    .into_iter()
+                    .filter(|o| !dependents.contains(o))
+                    .collect();
+                out.schemas.push(Droppable {
+                    schema,
+                    mark: *mark,
+                    table,
+                    dependents,
+                    foreign_objects,
+                });
+            }
+            Ownership::Legacy
+                if schema
+                    .strip_prefix(prefix)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+            {
+                out.legacy.push(schema)
+            }
+            _ => {}
         }
-        let foreign: Vec<String> = client
-            .query(sql::FOREIGN_OBJECTS, &[&schema])
-            .await
-            .map_err(|e| PgError::from_db(format!("listing the objects of {schema}"), &e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        out.push(Droppable {
-            schema,
-            foreign_objects: foreign,
-        });
     }
     Ok(out)
 }
 
-pub async fn teardown(target: &Target, prefix: &str) -> Result<TeardownOutcome> {
-    let client = target.connect("dbio-teardown").await?;
-    let mut outcome = TeardownOutcome::default();
-    for d in list(&client, prefix).await? {
-        if marker::table_ownership(&client, &d.schema).await? == Some(true) {
-            client
-                .batch_execute(&sql::drop_table(&d.schema))
-                .await
-                .map_err(|e| PgError::from_db(format!("dropping {}.cf1", d.schema), &e))?;
-        }
-        if !d.foreign_objects.is_empty() {
-            outcome.kept.push(d);
-            continue;
-        }
-        match client.batch_execute(&sql::drop_schema(&d.schema)).await {
+/// Drops the data set of `prefix`; refuses before any change when the user's objects depend
+/// on its tables, unless `drop_dependents`.
+pub async fn teardown(
+    target: &Target,
+    prefix: &str,
+    drop_dependents: bool,
+) -> Result<TeardownOutcome> {
+    let mut client = target.connect("dbio-teardown").await?;
+    let plan = list(&client, prefix).await?;
+    if !drop_dependents && let Some(refusal) = plan.dependents_refusal() {
+        return Err(refusal);
+    }
+    let mut outcome = TeardownOutcome {
+        legacy: plan.legacy,
+        ..TeardownOutcome::default()
+    };
+    for d in plan.schemas {
+        let dropped = drop_schema(&mut client, &d, drop_dependents).await?;
+        match dropped {
             Ok(()) => outcome.dropped.push(d.schema),
-            // 2BP01 dependent_objects_still_exist: something we did not list (a function,
-            // a type) lives there; leave the schema.
-            Err(e) if e.as_db_error().is_some_and(|x| x.code().code() == "2BP01") => {
-                let detail = e
-                    .as_db_error()
-                    .and_then(|x| x.detail())
-                    .unwrap_or("")
-                    .to_string();
-                outcome.kept.push(Droppable {
-                    schema: d.schema,
-                    foreign_objects: vec![detail],
-                });
-            }
-            Err(e) => {
-                return Err(PgError::from_db(
-                    format!("dropping schema {}", d.schema),
-                    &e,
-                ));
-            }
+            Err(detail) => outcome.kept.push(Droppable {
+                foreign_objects: if d.foreign_objects.is_empty() {
+                    vec![detail]
+                } else {
+                    d.foreign_objects.clone()
+                },
+                ..d
+            }),
         }
     }
     Ok(outcome)
+}
+
+/// One schema in one transaction: dbio's table, then the schema, or (when the schema still
+/// holds the user's objects) its mark. `Ok(Err(why))`: the schema stays, unmarked.
+async fn drop_schema(
+    client: &mut Client,
+    d: &Droppable,
+    cascade: bool,
+) -> Result<std::result::Result<(), String>> {
+    let ctx = |what: &str| format!("{what} {}", d.schema);
+    let mut tx = client
+        .transaction()
+        .await
+        .map_err(|e| PgError::from_db(ctx("starting the teardown of"), &e))?;
+    if d.table {
+        tx.batch_execute(&sql::drop_table(&d.schema, cascade))
+            .await
+            .map_err(|e| PgError::from_db(format!("dropping {}.cf1", d.schema), &e))?;
+    }
+    let mut kept = (!d.foreign_objects.is_empty()).then(|| d.foreign_objects.join(", "));
+    if kept.is_none() {
+        let sp = tx
+            .savepoint("drop_schema")
+            .await
+            .map_err(|e| PgError::from_db(ctx("dropping schema"), &e))?;
+        match sp.batch_execute(&sql::drop_schema(&d.schema)).await {
+            Ok(()) => sp
+                .commit()
+                .await
+                .map_err(|e| PgError::from_db(ctx("dropping schema"), &e))?,
+            // 2BP01 dependent_objects_still_exist: something not listed (an operator, a
+            // collation) lives there; the schema stays.
+            Err(e) if e.as_db_error().is_some_and(|x| x.code().code() == "2BP01") => {
+                kept = Some(
+                    e.as_db_error()
+                        .and_then(|x| x.detail())
+                        .unwrap_or("objects dbio did not create")
+                        .to_string(),
+                );
+                sp.rollback()
+                    .await
+                    .map_err(|e| PgError::from_db(ctx("dropping schema"), &e))?;
+            }
+            Err(e) => return Err(PgError::from_db(ctx("dropping schema"), &e)),
+        }
+    }
+    if kept.is_some() {
+        // The schema stays without a mark: no later command sees a data set here.
+        tx.batch_execute(&sql::unmark_schema(&d.schema))
+            .await
+            .map_err(|e| PgError::from_db(ctx("removing dbio's mark from"), &e))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| PgError::from_db(ctx("committing the teardown of"), &e))?;
+    Ok(kept.map_or(Ok(()), Err))
 }

@@ -1,0 +1,327 @@
+//! The team store: the schema `dbio_history` in a PostgreSQL database (`--store
+//! postgresql://user@host/db`). dbio creates the schema when it is absent and migrates its
+//! own; a `dbio_history` schema that dbio did not create (no `schema_migrations` table) is
+//! refused, never written into. The password comes from the URL or `$PGPASSWORD`, and is never
+//! printed. TLS is not built into the store: a URL that requires it is refused before any
+//! password is sent.
+
+use dbio_core::history::{Added, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun};
+use postgres::config::SslMode;
+use postgres::{Client, NoTls};
+
+use crate::rows::{RunRow, StepRow, assemble, json_text, status};
+use crate::sql;
+
+pub struct PgStore {
+    name: String,
+    client: Client,
+}
+
+/// `postgresql://user@host:port/db` without the password.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split(':').next().unwrap_or_default();
+            format!("{user}@{host}")
+        }
+        None => authority.to_string(),
+    };
+    let tail: String = match tail.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|kv| !kv.starts_with("password="))
+                .collect();
+            if kept.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}?{}", kept.join("&"))
+            }
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+impl PgStore {
+    pub fn open(url: &str) -> Result<PgStore, HistoryError> {
+        let name = format!("PostgreSQL {}", redact(url));
+        let err = |m: String| HistoryError::store(&name, m);
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            err(format!(
+                "not a valid postgresql:// URL ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"
+            ))
+        })?;
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(err(
+                "sslmode=require: the results store connects without TLS, so it refuses rather than send a password in clear; use a store on a trusted network (sslmode=disable) or a SQLite --store"
+                    .into(),
+            ));
+        }
+        if config.get_password().is_none()
+            && let Ok(p) = std::env::var("PGPASSWORD")
+        {
+            config.password(p);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        config.application_name("dbio-history");
+        let client = config.connect(NoTls).map_err(|e| {
+            err(format!(
+                "cannot connect: {}; check the URL, that the server runs, and the password",
+                db_message(&e)
+            ))
+        })?;
+        let mut store = PgStore { name, client };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn err(&self, what: &str, e: &postgres::Error) -> HistoryError {
+        HistoryError::store(&self.name, format!("{what}: {}", db_message(e)))
+    }
+
+    fn migrate(&mut self) -> Result<(), HistoryError> {
+        let name = self.name.clone();
+        let e = |what: &str, x: postgres::Error| {
+            HistoryError::store(&name, format!("{what}: {}", db_message(&x)))
+        };
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(|x| e("cannot begin the migration", x))?;
+        tx.execute(sql::PG_MIGRATION_LOCK, &[])
+            .map_err(|x| e("cannot lock the migration", x))?;
+        let schema: bool = tx
+            .query_one(sql::PG_SCHEMA_EXISTS, &[&sql::PG_SCHEMA])
+            .map_err(|x| e("cannot read pg_namespace", x))?
+            .get(0);
+        let ours: bool = tx
+            .query_one(sql::PG_MIGRATIONS_TABLE_EXISTS, &[])
+            .map_err(|x| e("cannot read the catalog", x))?
+            .get(0);
+        if schema && !ours {
+            return Err(HistoryError::store(
+                &name,
+                "the schema dbio_history exists but dbio did not create it (it has no schema_migrations table); dbio never writes into it: drop or rename it, or use another database",
+            ));
+        }
+        if !schema {
+            tx.batch_execute(sql::PG_CREATE_SCHEMA).map_err(|x| {
+                e(
+                    "cannot create the schema dbio_history (the user needs CREATE on the database)",
+                    x,
+                )
+            })?;
+        }
+        let current: i64 = tx
+            .query_one(sql::PG_CURRENT_VERSION, &[])
+            .map_err(|x| e("cannot read schema_migrations", x))?
+            .get(0);
+        let latest = sql::PG_MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        if current > latest {
+            return Err(HistoryError::store(
+                &name,
+                format!(
+                    "its schema is version {current}, newer than this dbio knows ({latest}): use a newer dbio"
+                ),
+            ));
+        }
+        for (version, description, statements) in sql::PG_MIGRATIONS {
+            if *version <= current {
+                continue;
+            }
+            tx.batch_execute(statements)
+                .map_err(|x| e(&format!("migration {version} failed"), x))?;
+            tx.execute(sql::PG_RECORD_MIGRATION, &[version, description])
+                .map_err(|x| e("cannot record the migration", x))?;
+        }
+        tx.commit().map_err(|x| e("cannot commit the migration", x))
+    }
+}
+
+/// The server's own message when there is one (`as_db_error`), else the client's.
+fn db_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+impl HistoryStore for PgStore {
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    fn add(&mut self, record: &RunRecord, document: &str) -> Result<Added, HistoryError> {
+        let name = self.name.clone();
+        let e = |what: &str, x: postgres::Error| {
+            HistoryError::store(&name, format!("{what}: {}", db_message(&x)))
+        };
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(|x| e("cannot begin", x))?;
+        let id = &record.identity;
+        let now = chrono::Utc::now();
+        let inserted = tx
+            .query_opt(
+                sql::PG_INSERT_RUN,
+                &[
+                    &record.content_sha256,
+                    &record.kind.as_str(),
+                    &id.label,
+                    &id.series,
+                    &json_text(&id.shape),
+                    &id.tag,
+                    &id.tag_source,
+                    &id.host,
+                    &id.target,
+                    &id.server_version,
+                    &id.server_version_num,
+                    &json_text(&id.settings),
+                    &json_text(&id.data_set),
+                    &id.dbio_version,
+                    &record.status.as_str(),
+                    &record.started,
+                    &record.finished,
+                    &now,
+                    &document,
+                ],
+            )
+            .map_err(|x| e("cannot add the run", x))?;
+        let Some(row) = inserted else {
+            let existing: i64 = tx
+                .query_one(sql::PG_RUN_BY_HASH, &[&record.content_sha256])
+                .map_err(|x| e("cannot find the stored run", x))?
+                .get(0);
+            return Ok(Added::Duplicate(existing));
+        };
+        let run_id: i64 = row.get(0);
+        for (i, s) in record.steps.iter().enumerate() {
+            let (pos, readers, writers, pct, repeats) = (
+                i as i32,
+                s.readers as i32,
+                s.writers as i32,
+                s.update_pct as i32,
+                s.repeats as i32,
+            );
+            tx.execute(
+                sql::PG_INSERT_STEP,
+                &[
+                    &run_id,
+                    &pos,
+                    &s.step,
+                    &readers,
+                    &writers,
+                    &pct,
+                    &s.status.as_str(),
+                    &repeats,
+                    &s.elapsed_s,
+                    &s.db_read_iops,
+                    &s.db_write_iops,
+                    &s.device_read_iops,
+                    &s.client_ops_per_s,
+                    &s.client_read_p50_us,
+                    &s.client_read_p99_us,
+                    &s.db_avg_read_latency_us,
+                ],
+            )
+            .map_err(|x| e("cannot add a step", x))?;
+        }
+        tx.commit().map_err(|x| e("cannot commit", x))?;
+        Ok(Added::New(run_id))
+    }
+
+    fn runs(&mut self) -> Result<Vec<StoredRun>, HistoryError> {
+        let rows = self
+            .client
+            .query(sql::PG_SELECT_RUNS, &[])
+            .map_err(|e| self.err("cannot read the runs", &e))?;
+        let runs = rows
+            .iter()
+            .map(|r| RunRow {
+                run_id: r.get(0),
+                content_sha256: r.get(1),
+                kind: r.get(2),
+                label: r.get(3),
+                series: r.get(4),
+                shape: r.get(5),
+                tag: r.get(6),
+                tag_source: r.get(7),
+                host: r.get(8),
+                target: r.get(9),
+                server_version: r.get(10),
+                server_version_num: r.get(11),
+                settings: r.get(12),
+                data_set: r.get(13),
+                dbio_version: r.get(14),
+                status: r.get(15),
+                started: r.get(16),
+                finished: r.get(17),
+                recorded: r.get(18),
+            })
+            .collect();
+        let rows = self
+            .client
+            .query(sql::PG_SELECT_STEPS, &[])
+            .map_err(|e| self.err("cannot read the steps", &e))?;
+        let mut steps = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let u = |i: usize| r.get::<_, i32>(i).max(0) as u32;
+            steps.push(StepRow {
+                run_id: r.get(0),
+                figures: StepFigures {
+                    step: r.get(1),
+                    readers: u(2),
+                    writers: u(3),
+                    update_pct: u(4),
+                    status: status(r.get(5), &self.name)?,
+                    repeats: u(6),
+                    elapsed_s: r.get(7),
+                    db_read_iops: r.get(8),
+                    db_write_iops: r.get(9),
+                    device_read_iops: r.get(10),
+                    client_ops_per_s: r.get(11),
+                    client_read_p50_us: r.get(12),
+                    client_read_p99_us: r.get(13),
+                    db_avg_read_latency_us: r.get(14),
+                },
+            });
+        }
+        assemble(runs, steps, &self.name)
+    }
+
+    fn document(&mut self, id: i64) -> Result<Option<String>, HistoryError> {
+        self.client
+            .query_opt(sql::PG_DOCUMENT, &[&id])
+            .map(|r| r.map(|r| r.get(0)))
+            .map_err(|e| self.err("cannot read the document", &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_appear_in_the_store_name() {
+        assert_eq!(
+            redact("postgresql://bench:s3cret@db.example:5433/perf?sslmode=disable"),
+            "postgresql://bench@db.example:5433/perf?sslmode=disable"
+        );
+        assert_eq!(
+            redact("postgres://u@h/d?password=x&application_name=a"),
+            "postgres://u@h/d?application_name=a"
+        );
+        assert_eq!(redact("postgresql://h/d?password=x"), "postgresql://h/d");
+    }
+}
