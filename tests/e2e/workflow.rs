@@ -257,7 +257,7 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
     for metric in ["client ops/s", "client read p99 µs", "DB read IOPS"] {
         assert!(
             text.lines()
-                .any(|l| l.trim_start().starts_with(&format!("{metric}: slow is"))),
+                .any(|l| l.trim_start().starts_with(&format!("{metric}: slow "))),
             "a one-line verdict for {metric}:\n{text}"
         );
     }

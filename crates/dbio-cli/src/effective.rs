@@ -285,6 +285,33 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             ];
             (common.config, before, c, common.dsn, extra)
         }
+        Command::Regress {
+            config,
+            max_iops_drop,
+            max_latency_rise,
+            accept_difference,
+            ..
+        } => {
+            let config = config.or_else(|| file.clone());
+            let before = Config::load(config.as_deref())?;
+            let mut c = before.clone();
+            if let Some(v) = max_iops_drop {
+                c.regress.max_iops_drop_pct = v;
+            }
+            if let Some(v) = max_latency_rise {
+                c.regress.max_latency_rise_pct = v;
+            }
+            c.validate()?;
+            let accepted = accept_difference.into_iter().map(Value::String).collect();
+            let extra = vec![command_setting(
+                sub_m,
+                "accept_difference",
+                "regress.accept_difference",
+                Value::Array(accepted),
+                "",
+            )];
+            (config, before, c, None, extra)
+        }
         Command::Check { common, data } => {
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
@@ -295,7 +322,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             return Err(Failure::new(
                 2,
                 format!(
-                    "dbio config shows the settings of setup, check, run and ramp; `{name}` takes its settings from its own flags"
+                    "dbio config shows the settings of setup, check, run, ramp and regress; `{name}` takes its settings from its own flags"
                 ),
             ));
         }
@@ -406,6 +433,68 @@ mod tests {
             Some("run.vacuum")
         );
         assert_eq!(config_key_of("Really drop."), None);
+    }
+
+    #[test]
+    fn flags_that_are_no_config_key_are_listed_with_their_source() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let row = |rows: &[Setting], key: &str| {
+            rows.iter()
+                .find(|(k, _, _)| k == key)
+                .map(|(_, v, s)| (v.clone(), s.clone()))
+                .unwrap_or_else(|| panic!("no row {key}"))
+        };
+        let cmd = args(&[
+            "run",
+            "--record",
+            "--store",
+            "postgresql://u:secret@db.example/results",
+            "--tag",
+            "v1",
+        ]);
+        let (_, rows) = with_sources(&cmd, None).unwrap();
+        assert_eq!(
+            row(&rows, "record"),
+            (Value::Bool(true), Source::Flag("--record".into()))
+        );
+        let (store, source) = row(&rows, "record.store");
+        assert!(!store.to_string().contains("secret"), "{store}");
+        assert_eq!(source, Source::Flag("--store".into()));
+        assert_eq!(
+            row(&rows, "record.tag"),
+            (Value::String("v1".into()), Source::Flag("--tag".into()))
+        );
+        let (_, rows) = with_sources(&args(&["setup", "--drop-dependents"]), None).unwrap();
+        assert_eq!(
+            row(&rows, "setup.drop_dependents"),
+            (Value::Bool(true), Source::Flag("--drop-dependents".into()))
+        );
+        assert_eq!(
+            row(&rows, "setup.force"),
+            (Value::Bool(false), Source::Default)
+        );
+        let cmd = args(&[
+            "regress",
+            "--baseline",
+            "a.json",
+            "b.json",
+            "--accept-difference",
+            "work_unit",
+            "--max-latency-rise",
+            "off",
+        ]);
+        let (_, rows) = with_sources(&cmd, None).unwrap();
+        assert_eq!(
+            row(&rows, "regress.accept_difference"),
+            (
+                serde_json::json!(["work_unit"]),
+                Source::Flag("--accept-difference".into())
+            )
+        );
+        assert_eq!(
+            row(&rows, "regress.max_latency_rise_pct").1,
+            Source::Flag("--max-latency-rise".into())
+        );
     }
 
     #[test]
