@@ -5,7 +5,7 @@ use std::path::Path;
 
 use dbio_core::history::record::parse_document;
 use dbio_core::history::{Added, HistoryStore};
-use dbio_tests::{TestCluster, assert_exit, dbio, stdout};
+use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
 
 /// Each session thinks 5 ms before every operation, so the think time, not this busy 2-core
 /// host's CPU, sets the pace of an unchanged setup (at most 200 operations/s; seen: a 1 ms think
@@ -19,7 +19,6 @@ fn run_recorded(pg: &TestCluster, config: &Path, store: &str, out: &Path, tag: &
         config.to_str().unwrap(),
         "--dsn",
         &pg.dsn(),
-        "-q",
         "--out",
         out.to_str().unwrap(),
         "--record",
@@ -29,7 +28,8 @@ fn run_recorded(pg: &TestCluster, config: &Path, store: &str, out: &Path, tag: &
         tag,
     ]);
     assert_exit(&o, 0);
-    assert!(stdout(&o).contains("history: recorded"), "{}", stdout(&o));
+    // The confirmation is a note on stderr: stdout stays the report (or JSON).
+    assert!(stderr(&o).contains("history: recorded"), "{}", stderr(&o));
 }
 
 /// A slower host for the server only: a cgroup v1 CPU quota of 2% of one CPU on the

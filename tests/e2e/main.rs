@@ -18,3 +18,4 @@ mod scratch;
 mod session_faults;
 mod setup;
 mod tls;
+mod workflow;

@@ -219,6 +219,7 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Without -q: stderr's "measuring" note says whether the window opened.
 fn run_args<'a>(dsn: &'a str, out: &'a str, run_time: &'a str) -> Vec<&'a str> {
     vec![
         "run",
@@ -232,7 +233,6 @@ fn run_args<'a>(dsn: &'a str, out: &'a str, run_time: &'a str) -> Vec<&'a str> {
         "1",
         "--run-time",
         run_time,
-        "-q",
         "--out",
         out,
     ]

@@ -5,19 +5,10 @@ use dbio_tests::{TestCluster, assert_exit, dbio, stdout};
 const SCALE: &str = "4000blocks";
 
 fn setup_args(dsn: &str) -> Vec<String> {
-    [
-        "setup",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "-q",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ["setup", "--dsn", dsn, "--schemas", "2", "--scale", SCALE]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 fn run(args: &[String]) -> std::process::Output {

@@ -49,6 +49,16 @@ pub enum Engine {
     IoUring,
 }
 
+impl Engine {
+    /// The spelling `--engine` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Psync => "psync",
+            Engine::IoUring => "io_uring",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CalibrateOptions {
     pub path: PathBuf,
@@ -784,11 +794,11 @@ impl Calibration {
     /// Orion's summary lines.
     pub fn summary(&self) -> String {
         let mut o = format!(
-            "dbio calibrate {} ({}, {} MiB used), engine {:?}, O_DIRECT, {:.1} s per point, small {} KiB{}, large {} KiB\n",
+            "dbio calibrate {} ({}, {} MiB used), engine {}, O_DIRECT, {:.1} s per point, small {} KiB{}, large {} KiB\n",
             self.path,
             self.device_kind,
             self.size_bytes >> 20,
-            self.engine,
+            self.engine.as_str(),
             self.seconds_per_point,
             self.block_bytes >> 10,
             if self.write_pct > 0 {

@@ -32,7 +32,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
-    /// No progress bars or progress lines on stderr.
+    /// Silent but for errors: no progress, notes or report (the result files are still
+    /// written; --format json still prints the document).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }
@@ -51,6 +52,8 @@ pub enum Command {
         common: CommonArgs,
         #[command(flatten)]
         data: DataArgs,
+        #[command(flatten)]
+        load: LoadArgs,
         /// Rebuild dbio's schemas even when they are complete (never touches other objects).
         #[arg(long)]
         force: bool,
@@ -141,7 +144,7 @@ pub enum Command {
         #[arg(value_name = "RESULT", num_args = 2.., required = true)]
         inputs: Vec<PathBuf>,
         /// Output format on stdout.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "csv", "html"])]
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "csv", "html", "json"])]
         format: String,
         /// Also write compare.txt, compare.csv and compare.html into this folder.
         #[arg(long, value_name = "DIR")]
@@ -177,6 +180,9 @@ pub enum Command {
         /// any other difference in what they measure is refused with exit 2.
         #[arg(long, value_name = "FACT", value_delimiter = ',')]
         accept_difference: Vec<String>,
+        /// What stdout gets: text, or json (every checked figure with its verdict).
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
 
     /// The results store: record runs and ramps, list and show them, check each series'
@@ -189,14 +195,15 @@ pub enum Command {
         action: crate::history::HistoryAction,
     },
 
-    /// Re-render a result.json: text (report.txt), json (the document), or csv (a header and
-    /// one summary row: the awr_info line).
+    /// Re-render a result.json or a ramp.json (or a folder holding one): text (report.txt or
+    /// ramp.txt), json (the document), csv (the awr_info line of a run; ramp.csv of a ramp)
+    /// or html (a ramp's report.html, charts inline).
     Report {
-        /// A result.json written by `dbio run`.
-        #[arg(value_name = "RESULT.json")]
+        /// A result.json from `dbio run`, a ramp.json from `dbio ramp`, or their folder.
+        #[arg(value_name = "RESULT")]
         result: PathBuf,
         /// Output format.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "csv"])]
+        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "csv", "html"])]
         format: String,
     },
 
@@ -255,7 +262,11 @@ pub enum Command {
         overwrite: bool,
     },
 
-    /// Print the effective configuration (defaults, then the file) as YAML, or one value.
+    /// Print the effective configuration with the source of every value (flag, environment,
+    /// file, default), or one value, or the whole as YAML.
+    ///
+    /// Give a command line after the options to see what that command would run with:
+    /// `dbio config ramp -c my.yaml --run-time 2s`.
     Config {
         /// YAML config file.
         #[arg(short = 'c', long = "config", value_name = "FILE")]
@@ -263,6 +274,31 @@ pub enum Command {
         /// Print only this dotted key's value, e.g. run.readers or container.image.
         #[arg(long, value_name = "KEY")]
         get: Option<String>,
+        /// Print the effective configuration as YAML (parses back as a config file).
+        #[arg(long)]
+        yaml: bool,
+        /// A setup, check, run or ramp command line, e.g. `ramp -c my.yaml --readers 1,2`.
+        #[arg(
+            value_name = "COMMAND",
+            trailing_var_arg = true,
+            allow_hyphen_values = true
+        )]
+        command: Vec<String>,
+    },
+
+    /// Print a shell completion script: `dbio completions bash > /etc/bash_completion.d/dbio`,
+    /// zsh: into a folder of $fpath as _dbio, fish: ~/.config/fish/completions/dbio.fish.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the manual page (roff) of dbio, or with --out write dbio.1 and one
+    /// dbio-<command>.1 per command into a folder: `dbio man | man -l -`.
+    Man {
+        /// Folder for dbio.1 and dbio-<command>.1.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 
     /// Manage a throwaway local PostgreSQL cluster (initdb + pg_ctl).
@@ -392,6 +428,18 @@ pub struct RunArgs {
     /// Label of the run, in the result and the folder name [config: run.label]
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
+    /// What stdout gets: text (the report or the ramp's table) or json (result.json or
+    /// ramp.json; the files are written either way)
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Output format of run, ramp and regress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The session counts of one run.
@@ -560,7 +608,7 @@ pub struct CommonArgs {
     pub statement_timeout: Option<Dur>,
 }
 
-/// The data-set keys shared by setup and check.
+/// The data-set keys shared by setup, check, run and ramp.
 #[derive(Debug, Args, Clone, Default)]
 pub struct DataArgs {
     /// Number of schemas [config: data.schemas; default 4]
@@ -572,15 +620,32 @@ pub struct DataArgs {
     /// Schema name prefix [config: data.prefix; default user]
     #[arg(long, value_name = "NAME")]
     pub prefix: Option<String>,
-    /// Tablespace for tables and indexes; must exist [config: data.tablespace]
+    /// Tablespace of the tables and indexes (must exist); run and ramp read the device
+    /// figures from where it lives [config: data.tablespace]
     #[arg(long, value_name = "T")]
     pub tablespace: Option<String>,
+}
+
+/// The keys only a load uses.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LoadArgs {
     /// Schemas loaded at the same time [config: data.parallel; default 2]
     #[arg(long, value_name = "N")]
     pub parallel: Option<u32>,
     /// Seed of the physical key order [config: data.seed; default 1]
     #[arg(long, value_name = "N")]
     pub data_seed: Option<u64>,
+}
+
+impl LoadArgs {
+    pub fn apply(&self, c: &mut Config) {
+        if let Some(v) = self.parallel {
+            c.data.parallel = v;
+        }
+        if let Some(v) = self.data_seed {
+            c.data.seed = v;
+        }
+    }
 }
 
 impl CommonArgs {
@@ -610,12 +675,6 @@ impl DataArgs {
         }
         if let Some(v) = &self.tablespace {
             d.tablespace = Some(v.clone());
-        }
-        if let Some(v) = self.parallel {
-            d.parallel = v;
-        }
-        if let Some(v) = self.data_seed {
-            d.seed = v;
         }
     }
 }

@@ -45,32 +45,26 @@ pub fn calibrate_cmd(
     let iops = chart(
         "small random I/O: IOPS vs load",
         "IOPS",
-        vec![Series {
-            name: format!("{} KiB IOPS", c.block_bytes >> 10),
-            points: level(&|p| Some(p.small_iops)),
-        }],
+        vec![Series::new(
+            format!("{} KiB IOPS", c.block_bytes >> 10),
+            level(&|p| Some(p.small_iops)),
+        )],
     );
     let latency = chart(
         "small random I/O: latency vs load",
         "latency (µs)",
         vec![
-            Series {
-                name: "p50".into(),
-                points: level(&|p| p.small_latency_us.map(|l| l.p50 as f64)),
-            },
-            Series {
-                name: "p99".into(),
-                points: level(&|p| p.small_latency_us.map(|l| l.p99 as f64)),
-            },
+            Series::new("p50", level(&|p| p.small_latency_us.map(|l| l.p50 as f64))),
+            Series::new("p99", level(&|p| p.small_latency_us.map(|l| l.p99 as f64))),
         ],
     );
     let mbps = chart(
         "large random reads: MB/s vs load",
         "MiB/s",
-        vec![Series {
-            name: format!("{} KiB reads", c.large_bytes >> 10),
-            points: level(&|p| Some(p.large_mbps)),
-        }],
+        vec![Series::new(
+            format!("{} KiB reads", c.large_bytes >> 10),
+            level(&|p| Some(p.large_mbps)),
+        )],
     );
     let summary = c.summary();
     let written = write_results(

@@ -26,7 +26,7 @@ use dbio_postgres::tls::Negotiated;
 use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
 
 use crate::Failure;
-use crate::args::{Cli, Command, CommonArgs, DataArgs, ScratchAction, ScratchArgs};
+use crate::args::{Cli, Command, CommonArgs, DataArgs, Format, ScratchAction, ScratchArgs};
 use crate::progress::LoadBars;
 use crate::signals::interrupts;
 
@@ -39,10 +39,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Setup {
             common,
             data,
+            load,
             force,
             drop_dependents,
         } => {
-            let config = load_config(&common, &data)?;
+            let mut config = load_config(&common, &data)?;
+            load.apply(&mut config);
+            config.validate()?;
             if config.engine == Engine::Oracle {
                 refuse_drop_dependents_on_oracle(drop_dependents)?;
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
@@ -52,9 +55,12 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let opts = SetupOptions {
                 force,
                 drop_dependents,
+                drop_caches: config.collector.drop_caches,
             };
             let summary = interruptible(setup(&config, &target, &opts, quiet), "setup").await?;
-            print!("{}", summary.render_text());
+            if !quiet {
+                print!("{}", summary.render_text());
+            }
             Ok(0)
         }
         Command::Check { common, data } => {
@@ -95,14 +101,19 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             run,
             record,
         } => {
-            let mut config = load_config(&common, &data)?;
-            sessions.apply(&mut config);
-            run.apply(&mut config);
-            config.validate()?;
-            let output = RunOutput { quiet, ..STDERR };
+            let config = crate::effective::run_config(&common, &data, &sessions, &run)?;
+            let json = run.format == Format::Json;
+            let output = RunOutput {
+                quiet,
+                print_report: !quiet && !json,
+                ..STDERR
+            };
             if config.engine == Engine::Oracle {
                 let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
                 let result = crate::oracle::run(&config, admin, &output).await?;
+                if json {
+                    print_json(&result)?;
+                }
                 return Ok(exit_code(&result));
             }
             let target = resolve(&config, &common)?;
@@ -110,7 +121,10 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             if record.record
                 && let Some(dir) = &result.config.run.out
             {
-                crate::history::record(dir.join("result.json"), &record).await?;
+                crate::history::record(dir.join("result.json"), &record, quiet).await?;
+            }
+            if json {
+                print_json(&result)?;
             }
             Ok(exit_code(&result))
         }
@@ -121,7 +135,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             run,
             record,
         } => {
-            let mut config = load_config(&common, &data)?;
+            let config = crate::effective::ramp_config(&common, &data, &ramp, &run)?;
             if config.engine == Engine::Oracle {
                 return Err(Failure::new(
                     2,
@@ -129,16 +143,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 ));
             }
             let target = resolve(&config, &common)?;
-            ramp.apply(&mut config);
-            run.apply(&mut config);
-            config.validate()?;
-            let (result, dir) = crate::ramp::ramp(&config, &target, quiet).await?;
+            let (result, dir) = crate::ramp::ramp(&config, &target, quiet, run.format).await?;
             if record.record {
-                crate::history::record(dir.join("ramp.json"), &record).await?;
+                crate::history::record(dir.join("ramp.json"), &record, quiet).await?;
             }
             Ok(if result.status == RunStatus::Ok { 0 } else { 1 })
         }
-        Command::History { action } => crate::history::dispatch(action).await,
+        Command::History { action } => crate::history::dispatch(action, quiet).await,
         Command::Compare {
             inputs,
             format,
@@ -152,6 +163,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             max_latency_rise,
             junit,
             accept_difference,
+            format,
         } => {
             dbio_core::shape::check_fact_names(&accept_difference)
                 .map_err(|m| Failure::new(2, format!("--accept-difference: {m}")))?;
@@ -169,24 +181,18 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 &cfg,
                 junit.as_deref(),
                 &accept_difference,
+                format,
+                quiet,
             )
         }
-        Command::Report { result, format } => {
-            let r = RunResult::read_json(&result)?;
-            match format.as_str() {
-                "json" => {
-                    let text = serde_json::to_string_pretty(&r)
-                        .map_err(|e| Failure::new(1, e.to_string()))?;
-                    println!("{text}");
-                }
-                "csv" => print!("{}", report::render_csv(&r)),
-                _ => print!("{}", report::render_text(&r)),
-            }
-            Ok(0)
-        }
-        Command::Config { config, get } => {
-            let c = Config::load(config.as_deref())?;
-            c.validate()?;
+        Command::Report { result, format } => crate::ramp::report_cmd(&result, &format),
+        Command::Config {
+            config,
+            get,
+            yaml,
+            command,
+        } => {
+            let (c, rows) = crate::effective::with_sources(&command, config)?;
             match get {
                 Some(key) => match c.get(&key) {
                     Some(v) => println!("{v}"),
@@ -197,10 +203,21 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                         ));
                     }
                 },
-                None => print!("{}", c.to_yaml()),
+                None if yaml => print!("{}", c.to_yaml()),
+                None => print!("{}", crate::effective::render_sources(&rows)),
             }
             Ok(0)
         }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "dbio",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Man { out } => crate::manual::man_cmd(out.as_deref()),
         Command::Calibrate {
             path,
             size,
@@ -245,11 +262,14 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
 
 /// Loads the config file, applies flags and validates.
 fn load_config(common: &CommonArgs, data: &DataArgs) -> Result<Config, Failure> {
-    let mut config = Config::load(common.config.as_deref())?;
-    common.apply(&mut config);
-    data.apply(&mut config);
-    config.validate()?;
-    Ok(config)
+    crate::effective::base_config(common, data)
+}
+
+/// A result document on stdout (`--format json`).
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::new(1, e.to_string()))?;
+    println!("{text}");
+    Ok(())
 }
 
 /// The PostgreSQL connection target: flag > PG* environment > file > libpq defaults.
@@ -289,15 +309,17 @@ async fn setup(
     } else {
         Arc::new(LoadBars::new())
     };
-    eprintln!(
-        "setup: {} schema(s) x {} blocks on {target}{}",
-        plan.schemas,
-        plan.scale_blocks,
-        plan.tablespace
-            .as_ref()
-            .map(|t| format!(" in tablespace {t}"))
-            .unwrap_or_default()
-    );
+    if !quiet {
+        eprintln!(
+            "setup: {} schema(s) x {} blocks on {target}{}",
+            plan.schemas,
+            plan.scale_blocks,
+            plan.tablespace
+                .as_ref()
+                .map(|t| format!(" in tablespace {t}"))
+                .unwrap_or_default()
+        );
+    }
     loader::setup(target, &plan, opts, observer).await
 }
 
@@ -541,6 +563,7 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     let opts = SetupOptions {
         force: false,
         drop_dependents: false,
+        drop_caches: config.collector.drop_caches,
     };
     let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
     println!("== data set ==");
@@ -559,7 +582,7 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
         return Ok(exit_code(&result));
     }
     println!("== ramp ==");
-    let (ramp, _) = crate::ramp::ramp(config, target, quiet).await?;
+    let (ramp, _) = crate::ramp::ramp(config, target, quiet, Format::Text).await?;
     Ok(if ramp.status == RunStatus::Ok { 0 } else { 1 })
 }
 
@@ -601,6 +624,7 @@ fn compare_cmd(
     match format {
         "csv" => print!("{csv}"),
         "html" => print!("{html}"),
+        "json" => print_json(&c)?,
         _ => print!("{text}"),
     }
     Ok(0)
@@ -612,6 +636,8 @@ fn regress_cmd(
     config: &Config,
     junit: Option<&Path>,
     accepted: &[String],
+    format: Format,
+    quiet: bool,
 ) -> Result<u8, Failure> {
     let base = read_step_set(baseline)?;
     let cur = read_step_set(current)?;
@@ -619,10 +645,15 @@ fn regress_cmd(
         return Err(Failure::new(2, why));
     }
     let rows = regress::regress(&base, &cur, &config.regress);
-    print!("{}", regress::render_text(&base, &cur, &rows));
+    match format {
+        Format::Json => print_json(&regress::RegressReport::of(&base, &cur, &rows))?,
+        Format::Text => print!("{}", regress::render_text(&base, &cur, &rows)),
+    }
     if let Some(path) = junit {
         output::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
-        eprintln!("regress: JUnit XML written to {}", path.display());
+        if !quiet {
+            eprintln!("regress: JUnit XML written to {}", path.display());
+        }
     }
     Ok(if rows.iter().any(|r| r.regressed) {
         1
@@ -662,6 +693,15 @@ pub struct RunOutput<'a> {
     pub print_report: bool,
     /// Where progress lines and notes go (stderr, or above a ramp's progress bar).
     pub line: &'a (dyn Fn(&str) + Sync),
+}
+
+impl RunOutput<'_> {
+    /// A progress line or note; nothing when quiet.
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            (self.line)(text);
+        }
+    }
 }
 
 fn to_stderr(text: &str) {
@@ -777,6 +817,9 @@ pub async fn run_benchmark(
     let r = &config.run;
     let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
     let mut pre = interruptible(run::preflight(target, config, &specs), "run").await?;
+    for n in &pre.notes {
+        output.note(&format!("run: {n}"));
+    }
     let block_size = pre.info.block_size;
     config.validate_run(block_size)?;
     let workload = Workload::from_config(config, block_size)?;
@@ -791,10 +834,10 @@ pub async fn run_benchmark(
             "collector.drop_caches (--drop-caches) needs root on the server's host: the target is remote or dbio is not root",
         ));
     }
-    eprintln!(
+    output.note(&format!(
         "run: {} reader(s), {} writer(s) on {target} (PostgreSQL {}); connecting and preparing",
         r.readers, r.writers, pre.info.version
-    );
+    ));
     let opened = match r.engine {
         RunEngine::Client => Opened::Client(
             interruptible(
@@ -857,22 +900,22 @@ pub async fn run_benchmark(
     let window = drive_cfg.window;
     let outcome = match opened {
         Opened::Client(sessions) => {
-            eprintln!("run: {} sessions ready; measuring", specs.len());
+            output.note(&format!("run: {} sessions ready; measuring", specs.len()));
             drive(
                 sessions,
                 &drive_cfg,
                 interrupts(),
-                |p| (output.line)(&progress_line(p)),
+                |p| output.note(&progress_line(p)),
                 || collector.begin(),
             )
             .await
         }
         Opened::Server(sessions) => {
-            eprintln!(
+            output.note(&format!(
                 "run: {} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
                 specs.len(),
                 r.run_time
-            );
+            ));
             drive_loops(sessions, r.run_time.0, STOP_GRACE, interrupts(), || {
                 collector.begin()
             })
@@ -943,7 +986,7 @@ pub(crate) fn publish(
         print!("{text}");
     }
     written?;
-    (output.line)(&format!(
+    output.note(&format!(
         "results: {}/result.json, {}/report.txt",
         out_dir.display(),
         out_dir.display()

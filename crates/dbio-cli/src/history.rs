@@ -211,8 +211,9 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| Failure::new(1, format!("the results store's thread failed: {e}")))?
 }
 
-pub async fn dispatch(action: HistoryAction) -> Result<u8, Failure> {
-    blocking(move || run(action)).await
+/// `quiet` silences the notes on stderr (the JUnit file's name), never results or errors.
+pub async fn dispatch(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
+    blocking(move || run(action, quiet)).await
 }
 
 /// A result.json or ramp.json path, or the folder holding one.
@@ -228,8 +229,14 @@ fn document_path(path: &Path) -> PathBuf {
     }
 }
 
-/// Adds one document; Ok(false) when the same content was stored already.
-fn add_one(store: &mut dyn HistoryStore, path: &Path, tag: Option<&str>) -> Result<bool, Failure> {
+/// Adds one document; Ok(false) when the same content was stored already. `say` gets the
+/// confirmation (stdout for `history add`, a note on stderr after a run or a ramp).
+fn add_one(
+    store: &mut dyn HistoryStore,
+    path: &Path,
+    tag: Option<&str>,
+    say: &dyn Fn(&str),
+) -> Result<bool, Failure> {
     let file = document_path(path);
     let text = std::fs::read_to_string(&file)
         .map_err(|e| Failure::new(2, format!("{}: cannot read it: {e}", file.display())))?;
@@ -237,7 +244,7 @@ fn add_one(store: &mut dyn HistoryStore, path: &Path, tag: Option<&str>) -> Resu
     let record = parse_document(&text, &file.display().to_string(), tag)?;
     match store.add(&record, &text)? {
         Added::New(id) => {
-            println!(
+            say(&format!(
                 "history: recorded {} as run #{id} in {}: {} {}, {} step(s), status {}{}",
                 file.display(),
                 store.describe(),
@@ -251,7 +258,7 @@ fn add_one(store: &mut dyn HistoryStore, path: &Path, tag: Option<&str>) -> Resu
                     .as_ref()
                     .map(|t| format!(", tag {t}"))
                     .unwrap_or_default()
-            );
+            ));
             Ok(true)
         }
         Added::Duplicate(id) => {
@@ -266,7 +273,8 @@ fn add_one(store: &mut dyn HistoryStore, path: &Path, tag: Option<&str>) -> Resu
 }
 
 /// `--record` after a run or a ramp: the result is already written; a failure here says so.
-pub async fn record(document: PathBuf, args: &RecordArgs) -> Result<(), Failure> {
+/// Its confirmation is a note on stderr, none when `quiet`.
+pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result<(), Failure> {
     let spec = args
         .store
         .clone()
@@ -282,7 +290,12 @@ pub async fn record(document: PathBuf, args: &RecordArgs) -> Result<(), Failure>
                 ),
             )
         })?;
-        add_one(store.as_mut(), &document, tag.as_deref())?;
+        let note = |text: &str| {
+            if !quiet {
+                eprintln!("{text}");
+            }
+        };
+        add_one(store.as_mut(), &document, tag.as_deref(), &note)?;
         Ok(())
     })
     .await
@@ -303,7 +316,7 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
 }
 
-fn run(action: HistoryAction) -> Result<u8, Failure> {
+fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
     match action {
         HistoryAction::Add {
             results,
@@ -313,7 +326,7 @@ fn run(action: HistoryAction) -> Result<u8, Failure> {
             let mut s = dbio_history::open(store.spec())?;
             let mut refused = 0;
             for path in &results {
-                if !add_one(s.as_mut(), path, tag.as_deref())? {
+                if !add_one(s.as_mut(), path, tag.as_deref(), &|t| println!("{t}"))? {
                     refused += 1;
                 }
             }
@@ -451,7 +464,9 @@ fn run(action: HistoryAction) -> Result<u8, Failure> {
                     .map_err(|e| {
                         Failure::new(1, format!("cannot write {}: {e}", path.display()))
                     })?;
-                eprintln!("history: JUnit XML written to {}", path.display());
+                if !quiet {
+                    eprintln!("history: JUnit XML written to {}", path.display());
+                }
             }
             Ok(if checks.iter().any(|c| c.regressed()) {
                 1

@@ -4,7 +4,9 @@
 mod args;
 mod calibrate;
 mod commands;
+mod effective;
 mod history;
+mod manual;
 mod oracle;
 mod progress;
 mod ramp;

@@ -246,7 +246,7 @@ mod enabled {
             sessions,
             &drive_cfg,
             crate::signals::interrupts(),
-            |p| (output.line)(&progress_line(p)),
+            |p| output.note(&progress_line(p)),
             || async {
                 tokio::task::block_in_place(|| {
                     if config.collector.awr {

@@ -2,10 +2,10 @@
 //! own folder, then the ramp's table, charts and HTML report.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use dbio_core::Config;
-use dbio_core::chart::render_svg;
+use dbio_core::chart::render_figure;
 use dbio_core::config::OnStepFailure;
 use dbio_core::driver::RunStatus;
 use dbio_core::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
@@ -15,7 +15,8 @@ use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Failure;
-use crate::commands::{RunOutput, run_benchmark, write_results};
+use crate::args::Format;
+use crate::commands::{RunOutput, print_json, run_benchmark, write_results};
 
 /// (readers, writers, update_pct) of each step, readers varying fastest.
 pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
@@ -45,6 +46,7 @@ pub async fn ramp(
     config: &Config,
     target: &Target,
     quiet: bool,
+    format: Format,
 ) -> Result<(RampResult, PathBuf), Failure> {
     let steps = plan(config);
     let repeat = config.ramp.repeat.max(1);
@@ -68,7 +70,17 @@ pub async fn ramp(
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let line = |text: &str| bar.suspend(|| eprintln!("{text}"));
+    let line = |text: &str| {
+        if !quiet {
+            bar.suspend(|| eprintln!("{text}"))
+        }
+    };
+    let planned_run_s = {
+        let r = &config.run;
+        let window = config.ramp.run_time.unwrap_or(r.run_time).0.as_secs_f64();
+        window + r.warmup.0.as_secs_f64()
+    };
+    let clock = std::time::Instant::now();
     let output = RunOutput {
         quiet,
         print_report: false,
@@ -110,7 +122,7 @@ pub async fn ramp(
             c.run.label = Some(format!("{label} {name}"));
             bar.set_message(name.clone());
             line(&format!(
-                "ramp: run {}/{total}: {readers} reader(s), {writers} writer(s){}{}",
+                "ramp: run {}/{total}: {readers} reader(s), {writers} writer(s){}{}{}",
                 bar.position() + 1,
                 if pct > 0 {
                     format!(", update_pct {pct}")
@@ -121,7 +133,13 @@ pub async fn ramp(
                     format!(", repeat {k}/{repeat}")
                 } else {
                     String::new()
-                }
+                },
+                eta(
+                    bar.position(),
+                    total,
+                    clock.elapsed().as_secs_f64(),
+                    planned_run_s
+                )
             ));
             match run_benchmark(&c, target, &output).await {
                 Ok(r) => {
@@ -195,35 +213,146 @@ pub async fn ramp(
     };
     let json = serde_json::to_string_pretty(&ramp).map_err(|e| Failure::new(1, e.to_string()))?;
     let txt = ramp_txt(&ramp);
+    let svgs = ramp_svgs(&ramp);
     let mut files = vec![
         ("ramp.json", json),
         ("ramp.csv", ramp_csv(&ramp)),
         ("ramp.txt", txt.clone()),
     ];
-    let mut svgs = Vec::new();
-    for (file, chart) in ramp_charts(&ramp, &label) {
-        let svg = render_svg(&chart);
-        files.push((file, svg.clone()));
-        svgs.push((file, svg));
-    }
+    files.extend(svgs.iter().map(|(file, svg)| (*file, svg.clone())));
     files.push(("report.html", ramp_html(&ramp, &svgs)));
     let files: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_bytes())).collect();
     let written = write_results(&dir, &files);
-    print!("{txt}");
+    // The ramp reaches stdout even when quiet if its files could not be written.
+    match format {
+        Format::Json => print_json(&ramp)?,
+        Format::Text if !quiet || written.is_err() => print!("{txt}"),
+        Format::Text => {}
+    }
     if let Err(f) = written {
         return Err(match error {
             Some(step) => Failure::new(f.code, format!("{}; and {}", step.message, f.message)),
             None => f,
         });
     }
-    eprintln!(
-        "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
-        ramp.steps.len(),
-        dir.display()
-    );
-    println!("report: {}", dir.join("report.html").display());
+    if format == Format::Text && !quiet {
+        eprintln!(
+            "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
+            ramp.steps.len(),
+            dir.display()
+        );
+        println!("report: {}", dir.join("report.html").display());
+    }
     if let Some(f) = error {
         return Err(f);
     }
     Ok((ramp, dir))
+}
+
+/// The ramp's charts as (file name, SVG).
+fn ramp_svgs(ramp: &RampResult) -> Vec<(&'static str, String)> {
+    let label = ramp.label.as_deref().unwrap_or("ramp");
+    ramp_charts(ramp, label)
+        .into_iter()
+        .map(|(file, figure)| (file, render_figure(&figure)))
+        .collect()
+}
+
+/// ", eta 3m 20s" before run `done + 1` of `total`: from the wall-clock time of the runs so
+/// far (connect, VACUUM and CHECKPOINT included), or from the planned window before the first.
+fn eta(done: u64, total: u64, elapsed_s: f64, planned_run_s: f64) -> String {
+    let per_run = if done > 0 {
+        elapsed_s / done as f64
+    } else {
+        planned_run_s
+    };
+    let left = (per_run * (total - done) as f64).round() as u64;
+    let text = match left {
+        s if s >= 3600 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+        s if s >= 60 => format!("{}m {:02}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    };
+    format!(
+        "; eta {text}{}",
+        if done == 0 {
+            " (planned windows only)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// `dbio report`: a run's result.json, a ramp's ramp.json, or a folder holding either.
+pub fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {
+    let file = if path.is_dir() {
+        ["ramp.json", "result.json"]
+            .iter()
+            .map(|n| path.join(n))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                Failure::new(
+                    2,
+                    format!(
+                        "{} holds neither ramp.json nor result.json; give a run's or a ramp's result folder",
+                        path.display()
+                    ),
+                )
+            })?
+    } else {
+        path.to_path_buf()
+    };
+    if let Some(ramp) = read_ramp(&file)? {
+        match format {
+            "json" => print_json(&ramp)?,
+            "csv" => print!("{}", ramp_csv(&ramp)),
+            "html" => print!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
+            _ => print!("{}", ramp_txt(&ramp)),
+        }
+        return Ok(0);
+    }
+    let r = RunResult::read_json(&file)?;
+    match format {
+        "json" => print_json(&r)?,
+        "csv" => print!("{}", dbio_core::report::render_csv(&r)),
+        "html" => {
+            return Err(Failure::new(
+                2,
+                "--format html renders a ramp (ramp.json); for a run use text, json or csv",
+            ));
+        }
+        _ => print!("{}", dbio_core::report::render_text(&r)),
+    }
+    Ok(0)
+}
+
+/// The ramp in `file`, or None when it is not a ramp (a run's result.json).
+fn read_ramp(file: &Path) -> Result<Option<RampResult>, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::new(2, format!("cannot read {}: {e}", file.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::new(
+            2,
+            format!("{}: not a dbio result (invalid JSON: {e})", file.display()),
+        )
+    })?;
+    if value.get("kind").and_then(|k| k.as_str()) != Some("ramp") {
+        return Ok(None);
+    }
+    // read_step_set applies the format and sanity checks every reader of a ramp gets.
+    dbio_core::summary::read_step_set(file)?;
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| Failure::new(2, format!("{}: not a valid dbio ramp: {e}", file.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eta;
+
+    #[test]
+    fn eta_from_the_runs_so_far_or_the_plan() {
+        assert_eq!(eta(0, 4, 0.0, 30.0), "; eta 2m 00s (planned windows only)");
+        assert_eq!(eta(2, 4, 70.0, 30.0), "; eta 1m 10s");
+        assert_eq!(eta(1, 200, 20.0, 20.0), "; eta 1h 06m");
+    }
 }

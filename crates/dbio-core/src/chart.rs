@@ -1,34 +1,63 @@
-//! Line charts as self-contained SVG: axes with round ticks, one polyline and one circle per
-//! point for each series (each circle carries a <title> with its values), a legend. No fonts
-//! or scripts are fetched, so the files work offline and inline in report.html.
+//! Line charts as self-contained SVG: a figure of one or more stacked panels, each with its
+//! own y axis (one unit and one magnitude per axis: a panel whose series span more than a
+//! decade gets a log axis), round ticks that never overlap, one polyline per series drawn in
+//! the order of its points (a ramp's order), a label on every point, error bars (±1 sd
+//! across repeats) and a legend. Each circle carries a <title> with its values. No fonts or
+//! scripts are fetched, so the files work offline and inline in report.html.
 
 use std::fmt::Write as _;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// Text beside each point (e.g. its session count); empty for none.
+    pub labels: Vec<String>,
+    /// ±1 sd of each point's y across repeats; empty or 0 for none.
+    pub errors: Vec<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            name: name.into(),
+            points,
+            ..Series::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Chart {
     pub title: String,
     pub x_label: String,
+    /// The y axis title; its unit (after the last `(`) is the unit of every series.
     pub y_label: String,
     pub series: Vec<Series>,
     /// Log2 x axis (reader counts 1, 2, 4, ... spread evenly).
     pub log2_x: bool,
 }
 
+/// Panels stacked one above the other under one title.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Figure {
+    pub title: String,
+    /// A line under the title: what was measured where (target, tablespace, device).
+    pub subtitle: String,
+    pub panels: Vec<Chart>,
+}
+
 const W: f64 = 760.0;
-const H: f64 = 420.0;
+const PANEL_H: f64 = 330.0;
 const LEFT: f64 = 78.0;
 const RIGHT: f64 = 190.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 56.0;
+const PANEL_TOP: f64 = 30.0;
+const BOTTOM: f64 = 50.0;
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
+/// Series whose values span more than this factor share a panel only on a log axis.
+const LOG_SPAN: f64 = 10.0;
 
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -58,7 +87,28 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     ticks
 }
 
-fn fmt_num(v: f64) -> String {
+/// Ticks of a log10 axis over [lo, hi] (both > 0): the decades, with 2 and 5 between them
+/// when the range spans fewer than three decades.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let d1 = d1.max(d0 + 1);
+    let mults: &[f64] = if d1 - d0 <= 2 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    // From the decade at or below `lo` to the one at or above `hi`, so every value is inside.
+    let mut t = Vec::new();
+    for d in d0..d1 {
+        for m in mults {
+            t.push(m * 10f64.powi(d));
+        }
+    }
+    t.push(10f64.powi(d1));
+    t
+}
+
+pub fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
         format!("{:.1}M", v / 1e6)
@@ -66,8 +116,11 @@ fn fmt_num(v: f64) -> String {
         format!("{:.0}k", v / 1e3)
     } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
-    } else {
+    } else if a >= 1.0 {
         format!("{v:.1}")
+    } else {
+        let t = format!("{v:.2}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -81,16 +134,118 @@ pub struct Marks {
     pub markers: Vec<(f64, String)>,
 }
 
+/// The unit in an axis title: `latency (µs)` -> `µs`; the whole title when it has none.
+pub fn unit_of(axis_title: &str) -> &str {
+    match (axis_title.rfind('('), axis_title.rfind(')')) {
+        (Some(a), Some(b)) if b > a => &axis_title[a + 1..b],
+        _ => axis_title,
+    }
+}
+
+/// True when the panel's series are of different magnitudes (their largest values more than
+/// [`LOG_SPAN`] apart) and all its values are positive: a log axis shows both. One series, or
+/// a zero among the values, stays linear (a log axis has no 0).
+fn wants_log(c: &Chart) -> bool {
+    if c.series.len() < 2 || c.series.iter().flat_map(|s| &s.points).any(|p| p.1 <= 0.0) {
+        return false;
+    }
+    let maxima: Vec<f64> = c
+        .series
+        .iter()
+        .filter_map(|s| s.points.iter().map(|p| p.1).reduce(f64::max))
+        .collect();
+    let (lo, hi) = maxima
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(*y), b.max(*y)));
+    lo.is_finite() && lo > 0.0 && hi / lo > LOG_SPAN
+}
+
+/// Keeps ticks whose labels do not overlap the previous kept one (`px` maps a value to x).
+fn spaced(ticks: Vec<f64>, px: impl Fn(f64) -> f64) -> Vec<f64> {
+    let mut kept: Vec<f64> = Vec::new();
+    for t in ticks {
+        let width = 7.0 * fmt_num(t).chars().count() as f64 + 10.0;
+        if kept.last().is_none_or(|k| px(t) - px(*k) >= width) {
+            kept.push(t);
+        }
+    }
+    kept
+}
+
+/// One chart alone (its title is the figure's).
 pub fn render_svg(c: &Chart) -> String {
     render_svg_marked(c, &Marks::default())
 }
 
+/// One chart alone with a trend chart's point titles and markers.
 pub fn render_svg_marked(c: &Chart, marks: &Marks) -> String {
+    let figure = Figure {
+        title: c.title.clone(),
+        subtitle: String::new(),
+        panels: vec![Chart {
+            title: String::new(),
+            ..c.clone()
+        }],
+    };
+    render_figure_marked(&figure, std::slice::from_ref(marks))
+}
+
+pub fn render_figure(f: &Figure) -> String {
+    render_figure_marked(f, &[])
+}
+
+/// `marks[i]` applies to panel i; panels without one have none.
+fn render_figure_marked(f: &Figure, marks: &[Marks]) -> String {
+    let none = Marks::default();
+    // The subtitle, one line per part, so a long target never runs off the figure.
+    let sub_lines: Vec<&str> = f.subtitle.split("; ").filter(|l| !l.is_empty()).collect();
+    let head = 34.0 + 16.0 * sub_lines.len() as f64;
+    let h = head + PANEL_H * f.panels.len().max(1) as f64;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(o, r#"<title>{}</title>"#, escape(&f.title));
+    let _ = writeln!(
+        o,
+        r#"<rect x="0" y="0" width="{W}" height="{h}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        o,
+        r#"<text class="title" x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+        escape(&f.title)
+    );
+    for (i, line) in sub_lines.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r##"<text class="subtitle" x="{LEFT}" y="{:.1}" font-size="12" fill="#555">{}</text>"##,
+            40.0 + 16.0 * i as f64,
+            escape(line)
+        );
+    }
+    for (i, panel) in f.panels.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r#"<g class="panel" data-y-unit="{}" data-y-scale="{}" transform="translate(0 {:.1})">"#,
+            escape(unit_of(&panel.y_label)),
+            if wants_log(panel) { "log" } else { "linear" },
+            head + PANEL_H * i as f64
+        );
+        render_panel(&mut o, panel, marks.get(i).unwrap_or(&none));
+        o.push_str("</g>\n");
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
     let points: Vec<(f64, f64)> = c
         .series
         .iter()
         .flat_map(|s| s.points.iter().copied())
         .collect();
+    let log_y = wants_log(c);
     let tx = |x: f64| {
         if c.log2_x {
             x.max(f64::MIN_POSITIVE).log2()
@@ -103,153 +258,206 @@ pub fn render_svg_marked(c: &Chart, marks: &Marks) -> String {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
             (a.min(tx(p.0)), b.max(tx(p.0)))
         });
-    let y1 = points.iter().fold(0.0f64, |a, p| a.max(p.1));
     if !x0.is_finite() {
         (x0, x1) = (0.0, 1.0);
     }
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
-    // Keep the first and last points off the axes.
-    let pad = 0.04 * (x1 - x0);
+    // Keep the first and last points (and their labels) off the axes.
+    let pad = 0.06 * (x1 - x0);
     let (x0, x1) = (x0 - pad, x1 + pad);
-    let y_ticks = nice_ticks(0.0, if y1 > 0.0 { y1 } else { 1.0 }, 6);
-    let y_top = y_ticks
-        .last()
-        .copied()
-        .unwrap_or(1.0)
-        .max(f64::MIN_POSITIVE);
+    let err = |s: &Series, i: usize| s.errors.get(i).copied().unwrap_or(0.0).max(0.0);
+    let y_hi = c
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .enumerate()
+                .map(move |(i, p)| p.1 + err(s, i))
+        })
+        .fold(0.0f64, f64::max);
+    let y_lo = points
+        .iter()
+        .map(|p| p.1)
+        .filter(|y| *y > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let y_ticks = if log_y {
+        log_ticks(y_lo, y_hi)
+    } else {
+        nice_ticks(0.0, if y_hi > 0.0 { y_hi } else { 1.0 }, 6)
+    };
+    let (t_lo, t_hi) = (
+        y_ticks.first().copied().unwrap_or(0.0),
+        y_ticks.last().copied().unwrap_or(1.0),
+    );
     let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
+    let top = if c.title.is_empty() { 10.0 } else { PANEL_TOP };
+    let plot_h = PANEL_H - top - BOTTOM;
     let px = |x: f64| LEFT + (tx(x) - x0) / (x1 - x0) * plot_w;
-    let py = |y: f64| TOP + plot_h - (y / y_top) * plot_h;
-
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(o, r#"<title>{}</title>"#, escape(&c.title));
-    let _ = writeln!(
-        o,
-        r#"<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>"#
-    );
-    let _ = writeln!(
-        o,
-        r#"<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-        LEFT,
-        escape(&c.title)
-    );
-    // Grid and y ticks.
+    let py = |y: f64| {
+        let frac = if log_y {
+            let (a, b) = (t_lo.log10(), t_hi.log10());
+            (y.max(t_lo).log10() - a) / (b - a).max(f64::MIN_POSITIVE)
+        } else {
+            (y - t_lo) / (t_hi - t_lo).max(f64::MIN_POSITIVE)
+        };
+        top + plot_h - frac * plot_h
+    };
+    if !c.title.is_empty() {
+        let _ = writeln!(
+            o,
+            r#"<text class="panel-title" x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{}</text>"#,
+            top - 10.0,
+            escape(&c.title)
+        );
+    }
     for t in &y_ticks {
         let y = py(*t);
         let _ = writeln!(
             o,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT + plot_w,
             LEFT - 6.0,
             y + 4.0,
             fmt_num(*t)
         );
     }
-    // X ticks at the data's x values (ramps have few distinct ones).
+    // X ticks at the data's x values on a log2 axis (ramps have few distinct ones), round
+    // ones on a linear axis; either way no label overlaps its neighbour.
     let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
-    let x_ticks: Vec<f64> = if xs.len() <= 12 {
+    let x_ticks = if c.log2_x && xs.len() <= 12 {
         xs
     } else {
-        nice_ticks(x0, x1, 8)
+        let lo = if c.log2_x { x0.exp2() } else { x0 };
+        let hi = if c.log2_x { x1.exp2() } else { x1 };
+        nice_ticks(lo.max(0.0), hi, 6)
+            .into_iter()
+            .filter(|t| tx(*t) >= x0 && tx(*t) <= x1)
+            .collect()
     };
-    for t in &x_ticks {
-        let x = px(*t);
+    for t in spaced(x_ticks, px) {
+        let x = px(t);
         let _ = writeln!(
             o,
-            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            TOP + plot_h,
-            TOP + plot_h + 5.0,
-            TOP + plot_h + 19.0,
-            fmt_num(*t)
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            top + plot_h,
+            top + plot_h + 5.0,
+            top + plot_h + 19.0,
+            fmt_num(t)
         );
     }
     let _ = writeln!(
         o,
-        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="#333"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
-        TOP + plot_h,
-        TOP + plot_h,
+        r##"<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{:.1}" stroke="#333"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
+        top + plot_h,
+        top + plot_h,
         LEFT + plot_w,
-        TOP + plot_h
+        top + plot_h
     );
     let _ = writeln!(
         o,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        r#"<text class="axis-title" data-axis="x" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         LEFT + plot_w / 2.0,
-        H - 12.0,
+        PANEL_H - 14.0,
         escape(&c.x_label)
     );
+    let y_title = if log_y {
+        format!("{} [log scale]", c.y_label)
+    } else {
+        c.y_label.clone()
+    };
     let _ = writeln!(
         o,
-        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0,
-        escape(&c.y_label)
+        r#"<text class="axis-title" data-axis="y" x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+        top + plot_h / 2.0,
+        top + plot_h / 2.0,
+        escape(&y_title)
     );
     for (x, title) in &marks.markers {
         let _ = writeln!(
             o,
-            r##"<line class="change-point" x1="{:.1}" y1="{TOP}" x2="{:.1}" y2="{:.1}" stroke="#d62728" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"##,
+            r##"<line class="change-point" x1="{:.1}" y1="{top}" x2="{:.1}" y2="{:.1}" stroke="#d62728" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"##,
             px(*x),
             px(*x),
-            TOP + plot_h,
+            top + plot_h,
             escape(title)
         );
     }
+    let unit = unit_of(&c.y_label);
     for (i, s) in c.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let titles = marks.titles.get(i);
-        let mut pts: Vec<((f64, f64), Option<&String>)> = s
+        let path: Vec<String> = s
             .points
             .iter()
-            .enumerate()
-            .map(|(j, p)| (*p, titles.and_then(|t| t.get(j))))
-            .collect();
-        pts.sort_by(|a, b| a.0.0.total_cmp(&b.0.0));
-        let path: Vec<String> = pts
-            .iter()
-            .map(|(p, _)| format!("{:.1},{:.1}", px(p.0), py(p.1)))
+            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1)))
             .collect();
         let _ = writeln!(
             o,
-            r#"<g class="series" data-series="{}"><polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            r#"<g class="series" data-series="{}" data-unit="{}"><polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
             escape(&s.name),
+            escape(unit),
             path.join(" ")
         );
-        for (p, title) in &pts {
-            let title = match title {
+        for (k, p) in s.points.iter().enumerate() {
+            let (x, y) = (px(p.0), py(p.1));
+            let e = err(s, k);
+            if e > 0.0 {
+                let (y_a, y_b) = (
+                    py(p.1 + e),
+                    py((p.1 - e).max(if log_y { t_lo } else { 0.0 })),
+                );
+                let _ = writeln!(
+                    o,
+                    r#"<path class="error-bar" d="M{x:.1},{y_a:.1}V{y_b:.1}M{:.1},{y_a:.1}h8M{:.1},{y_b:.1}h8" stroke="{color}" fill="none"/>"#,
+                    x - 4.0,
+                    x - 4.0
+                );
+            }
+            let title = match titles.and_then(|t| t.get(k)) {
                 Some(t) => escape(t),
-                None => format!("{}: x={} y={}", escape(&s.name), fmt_num(p.0), fmt_num(p.1)),
+                None => format!(
+                    "{}: x={} y={}{}",
+                    escape(&s.name),
+                    fmt_num(p.0),
+                    fmt_num(p.1),
+                    if e > 0.0 {
+                        format!(" ± {} (sd)", fmt_num(e))
+                    } else {
+                        String::new()
+                    }
+                ),
             };
             let _ = writeln!(
                 o,
-                r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{title}</title></circle>"#,
-                px(p.0),
-                py(p.1),
+                r#"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{title}</title></circle>"#,
             );
+            if let Some(label) = s.labels.get(k).filter(|l| !l.is_empty()) {
+                let _ = writeln!(
+                    o,
+                    r#"<text class="point-label" x="{:.1}" y="{:.1}" font-size="10" fill="{color}">{}</text>"#,
+                    x + 7.0,
+                    y - 5.0,
+                    escape(label)
+                );
+            }
         }
         let _ = writeln!(o, "</g>");
-        let ly = TOP + 10.0 + i as f64 * 20.0;
+        let ly = top + 10.0 + i as f64 * 20.0;
         let lx = LEFT + plot_w + 16.0;
         let _ = writeln!(
             o,
-            r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text class="legend" x="{:.1}" y="{:.1}">{}</text>"#,
             lx + 18.0,
             lx + 24.0,
             ly + 4.0,
             escape(&s.name)
         );
     }
-    o.push_str("</svg>\n");
-    o
 }
 
 #[cfg(test)]
@@ -283,14 +491,11 @@ mod tests {
             x_label: "readers".into(),
             y_label: "IOPS".into(),
             series: vec![
-                Series {
-                    name: "db read IOPS".into(),
-                    points: vec![(1.0, 100.0), (2.0, 190.0), (4.0, 350.0)],
-                },
-                Series {
-                    name: "client ops/s".into(),
-                    points: vec![(1.0, 2.0), (2.0, 3.0), (4.0, 5.0)],
-                },
+                Series::new(
+                    "db read IOPS",
+                    vec![(1.0, 100.0), (2.0, 190.0), (4.0, 350.0)],
+                ),
+                Series::new("client ops/s", vec![(1.0, 2.0), (2.0, 3.0), (4.0, 5.0)]),
             ],
             log2_x: true,
         };
@@ -304,5 +509,55 @@ mod tests {
             ..c
         };
         assert!(render_svg(&empty).contains("</svg>"));
+    }
+
+    #[test]
+    fn values_spanning_decades_get_a_log_axis_and_points_keep_their_order() {
+        let mut s = Series::new(
+            "DB avg read latency",
+            vec![(4.0, 3.0), (1.0, 1.0), (2.0, 2.0)],
+        );
+        s.labels = vec!["4".into(), "1".into(), "2".into()];
+        s.errors = vec![0.5, 0.0, 0.0];
+        let c = Chart {
+            title: "latency".into(),
+            x_label: "reader sessions".into(),
+            y_label: "latency (µs)".into(),
+            series: vec![
+                s,
+                Series::new("client read p99", vec![(1.0, 2000.0), (2.0, 2200.0)]),
+            ],
+            log2_x: true,
+        };
+        let svg = render_svg(&c);
+        assert!(svg.contains(r#"data-y-scale="log""#), "{svg}");
+        assert!(svg.contains("[log scale]"));
+        assert_eq!(svg.matches(r#"class="point-label""#).count(), 3);
+        assert_eq!(svg.matches(r#"class="error-bar""#).count(), 1);
+        // The polyline goes 4 -> 1 -> 2 readers, as given.
+        let line = svg.split("<polyline").nth(1).unwrap();
+        let xs: Vec<f64> = line
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .split(' ')
+            .map(|p| p.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(xs[0] > xs[2] && xs[2] > xs[1], "{xs:?}");
+        assert_eq!(unit_of("latency (µs)"), "µs");
+        assert!(log_ticks(1.0, 2500.0).contains(&1000.0));
+    }
+
+    #[test]
+    fn x_tick_labels_never_overlap() {
+        let px = |x: f64| x / 10.0;
+        let kept = spaced(vec![100_000.0, 101_000.0, 150_000.0, 400_000.0], px);
+        assert!(
+            kept.windows(2).all(|w| px(w[1]) - px(w[0]) >= 30.0),
+            "{kept:?}"
+        );
     }
 }

@@ -41,6 +41,12 @@ pub struct Comparison {
     /// the first and for inputs of the same shape.
     pub differences: Vec<Vec<String>>,
     pub rows: Vec<CompareRow>,
+    /// One line per metric and input after the first, over all matched steps: "b is 41-82%
+    /// lower than a at every step (significant at 3 of 3)".
+    pub verdicts: Vec<String>,
+    /// Each input's own warnings (page-cache reads, a checkpoint in the window, ...), each
+    /// once with the steps it applies to.
+    pub warnings: Vec<Vec<String>>,
     pub notes: Vec<String>,
 }
 
@@ -70,6 +76,7 @@ fn verdict(test: &Option<TestOutcome>, delta: Option<f64>, untested: &str) -> St
 
 type Pick = fn(&StepSummary) -> Option<f64>;
 type Tester = fn(&StepSummary, &StepSummary) -> Option<TestOutcome>;
+type SdPick = fn(&StepSummary) -> Option<f64>;
 
 fn mean(s: &Option<Stat>) -> Option<f64> {
     s.as_ref().map(|v| v.mean)
@@ -105,8 +112,8 @@ fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, &'static str)> {
         (
             "client read p99 µs",
             |s| mean(&s.client_read_p99_us),
-            None,
-            "-",
+            Some(|a, b| repeats_test(&a.client_read_p99_us, &b.client_read_p99_us)),
+            "not tested (needs --repeat 2+)",
         ),
         (
             "DB read IOPS",
@@ -120,7 +127,12 @@ fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, &'static str)> {
             Some(|a, b| repeats_test(&a.db_avg_read_latency_us, &b.db_avg_read_latency_us)),
             "not tested (needs --repeat 2+)",
         ),
-        ("device read IOPS", |s| mean(&s.device_read_iops), None, "-"),
+        (
+            "device read IOPS",
+            |s| mean(&s.device_read_iops),
+            Some(|a, b| repeats_test(&a.device_read_iops, &b.device_read_iops)),
+            "not tested (needs --repeat 2+)",
+        ),
     ]
 }
 
@@ -212,22 +224,155 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             None => Vec::new(),
         })
         .collect();
+    let names = column_names(&labels);
+    let verdicts = metric_verdicts(&names, &rows);
+    let warnings = sets.iter().map(input_warnings).collect();
     Comparison {
         labels,
         statuses,
         differences,
         rows,
+        verdicts,
+        warnings,
         notes,
     }
 }
 
+/// The runs' labels as column names, made unique (`ramp`, `ramp #2`).
+pub fn column_names(labels: &[String]) -> Vec<String> {
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let short: String = if l.chars().count() > 20 {
+                l.chars().take(19).chain(['…']).collect()
+            } else {
+                l.clone()
+            };
+            if labels[..i].contains(l) {
+                format!("{short} #{}", i + 1)
+            } else {
+                short
+            }
+        })
+        .collect()
+}
+
+/// Lower is better for latencies, higher for rates.
+fn lower_is_better(metric: &str) -> bool {
+    metric.contains("µs")
+}
+
+/// One line per metric and input: the range of % changes over the steps, in words.
+fn metric_verdicts(names: &[String], rows: &[CompareRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut metrics: Vec<&str> = Vec::new();
+    for r in rows {
+        if !metrics.contains(&r.metric.as_str()) {
+            metrics.push(&r.metric);
+        }
+    }
+    for i in 1..names.len() {
+        for m in &metrics {
+            let of: Vec<&CompareRow> = rows.iter().filter(|r| r.metric == *m).collect();
+            let deltas: Vec<f64> = of.iter().filter_map(|r| r.delta_pct[i]).collect();
+            if deltas.is_empty() {
+                out.push(format!(
+                    "{m}: no % change: {}'s figure is 0 or missing at every step",
+                    names[0]
+                ));
+                continue;
+            }
+            let tested = of.iter().filter(|r| r.tests[i].is_some()).count();
+            let significant = of.iter().filter(|r| r.verdicts[i] == "significant").count();
+            let (lo, hi) = deltas
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
+                    (a.min(*d), b.max(*d))
+                });
+            let n = of.len();
+            let every = deltas.len() > 1 || n > 1;
+            let (a, b) = (names[i].as_str(), names[0].as_str());
+            let change = if lo >= 0.0 || hi <= 0.0 {
+                let (x, y) = (lo.abs().min(hi.abs()), lo.abs().max(hi.abs()));
+                let size = if y - x < 0.05 {
+                    format!("{y:.1}%")
+                } else {
+                    format!("{x:.1}-{y:.1}%")
+                };
+                let dir = match (lower_is_better(m), hi > 0.0) {
+                    (true, true) => "higher (worse)",
+                    (true, false) => "lower (better)",
+                    (false, true) => "higher (better)",
+                    (false, false) => "lower (worse)",
+                };
+                format!(
+                    "{a} is {size} {dir} than {b}{}",
+                    if every { " at every step" } else { "" }
+                )
+            } else {
+                format!("{a} differs from {b} by {lo:+.1}% to {hi:+.1}%, depending on the step")
+            };
+            let test = if tested == 0 {
+                of.iter()
+                    .map(|r| r.verdicts[i].as_str())
+                    .find(|v| v.starts_with("not tested"))
+                    .unwrap_or("not tested")
+                    .to_string()
+            } else if significant == tested && tested == n {
+                if n > 1 {
+                    "significant at every step".into()
+                } else {
+                    "significant".into()
+                }
+            } else if significant == 0 {
+                if tested == n && n > 1 {
+                    format!("not significant at any of the {n} steps")
+                } else if n > 1 {
+                    format!("not significant at the {tested} of {n} steps tested")
+                } else {
+                    "not significant".into()
+                }
+            } else {
+                format!("significant at {significant} of {n} step(s)")
+            };
+            out.push(format!("{m}: {change}; {test}"));
+        }
+    }
+    out
+}
+
+/// An input's warnings, each once, with the steps it applies to.
+fn input_warnings(set: &StepSet) -> Vec<String> {
+    let grouped = crate::summary::group_warnings(set.steps.iter().flat_map(|s| {
+        s.warnings
+            .iter()
+            .map(move |w| (s.step.as_str(), w.as_str()))
+    }));
+    grouped
+        .into_iter()
+        .map(|(w, steps)| {
+            if set.steps.len() == 1 {
+                w
+            } else if steps.len() == set.steps.len() {
+                format!("every step: {w}")
+            } else {
+                format!("{}: {w}", steps.join(", "))
+            }
+        })
+        .collect()
+}
 fn num(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
 }
 
 impl Comparison {
     pub fn render_text(&self) -> String {
+        let names = column_names(&self.labels);
         let mut o = String::new();
+        for line in self.difference_lines() {
+            let _ = writeln!(o, "{line}");
+        }
         for (i, l) in self.labels.iter().enumerate() {
             let _ = writeln!(
                 o,
@@ -241,23 +386,38 @@ impl Comparison {
                 self.status_note(i)
             );
         }
-        for line in self.difference_lines() {
-            let _ = writeln!(o, "{line}");
+        for (i, ws) in self.warnings.iter().enumerate() {
+            for w in ws {
+                let _ = writeln!(o, "WARNING ({}): {w}", names[i]);
+            }
         }
+        if !self.verdicts.is_empty() {
+            let _ = writeln!(o, "\nverdict");
+            for v in &self.verdicts {
+                let _ = writeln!(o, "  {v}");
+            }
+        }
+        let w = names
+            .iter()
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(10)
+            + 2;
         let mut step = "";
         for r in &self.rows {
             if r.step != step {
                 step = &r.step;
                 let _ = writeln!(o, "\nstep {step}");
                 let mut h = format!("{:<24}", "metric");
-                for i in 0..self.labels.len() {
-                    let _ = write!(h, " {:>12}", format!("input {}", i + 1));
+                for n in &names {
+                    let _ = write!(h, " {n:>w$}");
                 }
-                for i in 1..self.labels.len() {
+                for n in &names[1..] {
                     let _ = write!(
                         h,
-                        " {:>9} {:>9}  {:<16}",
-                        format!("Δ% {}", i + 1),
+                        " {:>w$} {:>9}  {:<16}",
+                        format!("Δ% {n}"),
                         "p",
                         "verdict"
                     );
@@ -266,12 +426,12 @@ impl Comparison {
             }
             let mut line = format!("{:<24}", r.metric);
             for v in &r.values {
-                let _ = write!(line, " {:>12}", num(*v));
+                let _ = write!(line, " {:>w$}", num(*v));
             }
             for i in 1..self.labels.len() {
                 let _ = write!(
                     line,
-                    " {:>9} {:>9}  {:<16}",
+                    " {:>w$} {:>9}  {:<16}",
                     r.delta_pct[i]
                         .map(|d| format!("{d:+.1}%"))
                         .unwrap_or_else(|| "-".into()),
@@ -294,7 +454,11 @@ impl Comparison {
         let _ = writeln!(
             o,
             "\nsignificant = p < {ALPHA} and a change of at least {MIN_EFFECT_PCT}%. Tests used: {}",
-            tests.join("; ")
+            if tests.is_empty() {
+                "none".to_string()
+            } else {
+                tests.join("; ")
+            }
         );
         for n in &self.notes {
             let _ = writeln!(o, "note: {n}");
@@ -349,24 +513,72 @@ impl Comparison {
 
     /// Overlaid curves (one series per input) and the table.
     pub fn render_html(&self, sets: &[StepSet]) -> String {
-        let mut b = String::from("<h1>dbio compare</h1>\n<ol>\n");
-        for l in &self.labels {
-            let _ = writeln!(b, "<li>{}</li>", escape(l));
+        let names = column_names(&self.labels);
+        let mut b = String::from("<h1>dbio compare</h1>\n");
+        for n in self.difference_lines() {
+            let _ = writeln!(b, "<p class=\"warn\"><b>{}</b></p>", escape(&n));
         }
-        b.push_str("</ol>\n<div class=\"charts\">\n");
-        let curve = |title: &str, y_label: &str, pick: Pick| Chart {
+        b.push_str("<ol>\n");
+        for (i, l) in self.labels.iter().enumerate() {
+            let storage = sets
+                .get(i)
+                .and_then(|s| s.steps.iter().find_map(|st| st.storage.clone()))
+                .map(|d| format!(" (device {d})"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                b,
+                "<li>{}{}{}</li>",
+                escape(l),
+                escape(&storage),
+                escape(&self.status_note(i))
+            );
+        }
+        b.push_str("</ol>\n");
+        if !self.verdicts.is_empty() {
+            b.push_str("<h2>Verdict</h2>\n<ul>\n");
+            for v in &self.verdicts {
+                let _ = writeln!(b, "<li>{}</li>", escape(v));
+            }
+            b.push_str("</ul>\n");
+        }
+        let warned: Vec<(usize, &String)> = self
+            .warnings
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ws)| ws.iter().map(move |w| (i, w)))
+            .collect();
+        if !warned.is_empty() {
+            b.push_str("<h2>The inputs' warnings</h2>\n<ul>\n");
+            for (i, w) in warned {
+                let _ = writeln!(
+                    b,
+                    "<li class=\"warn\"><b>{}</b>: {}</li>",
+                    escape(&names[i]),
+                    escape(w)
+                );
+            }
+            b.push_str("</ul>\n");
+        }
+        b.push_str("<div class=\"charts\">\n");
+        let curve = |title: &str, y_label: &str, pick: Pick, sd: SdPick| Chart {
             title: title.into(),
             x_label: "reader sessions".into(),
             y_label: y_label.into(),
             series: sets
                 .iter()
-                .map(|s| Series {
-                    name: s.label.clone(),
-                    points: s
-                        .steps
-                        .iter()
-                        .filter_map(|st| Some((st.key.readers as f64, pick(st)?)))
-                        .collect(),
+                .zip(&names)
+                .map(|(s, name)| {
+                    let steps: Vec<&StepSummary> =
+                        s.steps.iter().filter(|st| pick(st).is_some()).collect();
+                    Series {
+                        name: name.clone(),
+                        points: steps
+                            .iter()
+                            .filter_map(|st| Some((st.key.readers as f64, pick(st)?)))
+                            .collect(),
+                        labels: steps.iter().map(|st| st.key.readers.to_string()).collect(),
+                        errors: steps.iter().map(|st| sd(st).unwrap_or(0.0)).collect(),
+                    }
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect(),
@@ -374,24 +586,33 @@ impl Comparison {
         };
         b.push_str(&render_svg(&curve(
             "DB read IOPS vs readers",
-            "DB read IOPS",
+            "DB read requests per second (IOPS)",
             |s| mean(&s.db_read_iops),
+            |s| s.db_read_iops.as_ref().map(|v| v.sd),
         )));
         b.push_str(&render_svg(&curve(
             "client ops/s vs readers",
-            "operations per second",
+            "operations per second (ops/s)",
             |s| Some(s.client_ops_per_s.mean),
+            |s| Some(s.client_ops_per_s.sd),
         )));
         b.push_str(&render_svg(&curve(
             "DB avg read latency vs readers",
-            "latency (µs)",
+            "DB read latency (µs)",
             |s| mean(&s.db_avg_read_latency_us),
+            |s| s.db_avg_read_latency_us.as_ref().map(|v| v.sd),
+        )));
+        b.push_str(&render_svg(&curve(
+            "client read p99 vs readers",
+            "client operation latency (µs)",
+            |s| mean(&s.client_read_p99_us),
+            |s| s.client_read_p99_us.as_ref().map(|v| v.sd),
         )));
         b.push_str("</div>\n");
         let mut header: Vec<String> = vec!["step".into(), "metric".into()];
-        header.extend((1..=self.labels.len()).map(|i| format!("input {i}")));
-        for i in 2..=self.labels.len() {
-            header.extend([format!("Δ% {i}"), format!("p {i}"), format!("verdict {i}")]);
+        header.extend(names.iter().cloned());
+        for n in &names[1..] {
+            header.extend([format!("Δ% {n}"), format!("p {n}"), format!("verdict {n}")]);
         }
         let rows: Vec<Vec<String>> = self
             .rows
@@ -424,7 +645,7 @@ impl Comparison {
              per-interval throughput (sample size corrected for autocorrelation); latency: Mann-Whitney U on the HDR distributions; \
              database figures: Welch's t-test on repeat values.</p>"
         );
-        for n in self.difference_lines().iter().chain(&self.notes) {
+        for n in &self.notes {
             let _ = writeln!(b, "<p class=\"warn\">{}</p>", escape(n));
         }
         html_page("dbio compare", &b)
@@ -445,8 +666,10 @@ impl Comparison {
             .filter(|(_, d)| !d.is_empty())
             .map(|(i, d)| {
                 format!(
-                    "NOT COMPARABLE: input {} measured something else than input 1: {}",
+                    "NOT COMPARABLE: input {} ({}) measured something else than input 1 ({}): {}",
                     i + 1,
+                    self.labels[i],
+                    self.labels[0],
                     d.join("; ")
                 )
             })
@@ -487,6 +710,7 @@ mod tests {
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,
+            storage: None,
             interval_ops_per_s: (0..10).map(|i| ops + (i % 3) as f64).collect(),
             read_histogram: encode_histogram(&h),
             results: vec![],
@@ -551,8 +775,25 @@ mod tests {
         assert_eq!(lat.verdicts[1], "significant");
         assert!(lat.tests[1].as_ref().unwrap().test.contains("Mann-Whitney"));
         assert!(c.notes[0].contains("different shapes"));
+        assert!(
+            c.verdicts.iter().any(|v| v
+                .starts_with("client ops/s: four is 200.0% higher (better) than one; significant")),
+            "{:?}",
+            c.verdicts
+        );
+        assert!(
+            c.verdicts
+                .iter()
+                .any(|v| v.starts_with("client read p99 µs:") && v.ends_with("needs --repeat 2+)")),
+            "{:?}",
+            c.verdicts
+        );
         let text = c.render_text();
         assert!(text.contains("Welch") && text.contains("+200.0%"), "{text}");
+        assert!(
+            text.contains("Δ% four") && !text.contains("input 2 "),
+            "{text}"
+        );
         let csv = c.render_csv();
         assert!(
             csv.lines()

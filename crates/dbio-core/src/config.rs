@@ -171,6 +171,16 @@ pub enum RedoStress {
     Heavy,
 }
 
+impl RedoStress {
+    /// The spelling `--redo-stress` and the config file take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedoStress::Lite => "lite",
+            RedoStress::Heavy => "heavy",
+        }
+    }
+}
+
 /// Where the sessions' operation loop runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -385,6 +395,22 @@ impl Config {
             return Ok(Config::default());
         }
         serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))
+    }
+
+    /// The keys a YAML file sets, as a JSON tree (for `dbio config`'s sources); null when the
+    /// file is empty.
+    pub fn keys_in_file(path: &Path) -> Result<serde_json::Value, CoreError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Config {
+            path: path.to_path_buf(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        if text.trim().is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_saphyr::from_str::<serde_json::Value>(&text).map_err(|e| CoreError::Config {
+            path: path.to_path_buf(),
+            message: describe_yaml_error(&e, &text),
+        })
     }
 
     /// The whole effective configuration as YAML (parses back with `from_yaml`).

@@ -74,29 +74,41 @@ pub struct SizingVerdict {
 /// Reads below this multiple of shared_buffers are mostly buffer hits, not reads.
 pub const MIN_BUFFER_MULTIPLE: u64 = 4;
 
+/// `drop_caches`: collector.drop_caches is on, so every run already starts with a cold page
+/// cache and the advice says what that does not cover.
 pub fn judge_size(
     data_bytes: u64,
     shared_buffers_bytes: u64,
     host_ram_bytes: Option<u64>,
+    drop_caches: bool,
 ) -> SizingVerdict {
     let mut warnings = Vec::new();
     if data_bytes < MIN_BUFFER_MULTIPLE.saturating_mul(shared_buffers_bytes) {
         warnings.push(format!(
-            "the data set ({}) is smaller than {MIN_BUFFER_MULTIPLE} x shared_buffers ({}): most reads will be \
-             buffer hits, not I/O. Raise --scale or --schemas, or lower shared_buffers.",
+            "the data set ({}) is smaller than {MIN_BUFFER_MULTIPLE} x shared_buffers = {} (shared_buffers {}): \
+             most reads will be buffer hits, not I/O. Raise --scale or --schemas, or lower shared_buffers.",
             format_bytes(data_bytes),
+            format_bytes(MIN_BUFFER_MULTIPLE.saturating_mul(shared_buffers_bytes)),
             format_bytes(shared_buffers_bytes)
         ));
     }
     if let Some(ram) = host_ram_bytes
         && data_bytes < ram
     {
+        let advice = if drop_caches {
+            "collector.drop_caches is on, so each run starts with a cold page cache, but blocks read once \
+             stay cached for the rest of the window. Make the data set larger than RAM, cap the server's \
+             page cache with a memory cgroup, or on PostgreSQL 16+ start the server with \
+             debug_io_direct=data (a developer option)."
+        } else {
+            "Make the data set larger than RAM, drop the page cache before each run (run --drop-caches, \
+             or as root: sync; echo 3 > /proc/sys/vm/drop_caches), cap the server's page cache with a \
+             memory cgroup, or on PostgreSQL 16+ start the server with debug_io_direct=data (a developer \
+             option)."
+        };
         warnings.push(format!(
             "the data set ({}) is smaller than this host's RAM ({}): PostgreSQL reads through the OS page \
-             cache, so many \"reads\" will be served from memory, not the device. Make the data set larger \
-             than RAM, drop the page cache before each run (as root: sync; echo 3 > /proc/sys/vm/drop_caches), \
-             cap the server's page cache with a memory cgroup, or on PostgreSQL 16+ start the server with \
-             debug_io_direct=data (a developer option).",
+             cache, so many \"reads\" will be served from memory, not the device. {advice}",
             format_bytes(data_bytes),
             format_bytes(ram)
         ));
@@ -334,13 +346,24 @@ mod tests {
 
     #[test]
     fn small_data_sets_are_flagged() {
-        let v = judge_size(64 << 20, 32 << 20, None);
+        let v = judge_size(64 << 20, 32 << 20, None, false);
         assert_eq!(v.warnings.len(), 1);
-        assert!(v.warnings[0].contains("4 x shared_buffers"));
-        let v = judge_size(1 << 30, 32 << 20, Some(24 << 30));
+        assert!(
+            v.warnings[0]
+                .contains("smaller than 4 x shared_buffers = 128.0 MiB (shared_buffers 32.0 MiB)"),
+            "{}",
+            v.warnings[0]
+        );
+        let v = judge_size(1 << 30, 32 << 20, Some(24 << 30), false);
         assert_eq!(v.warnings.len(), 1);
         assert!(v.warnings[0].contains("page cache"));
-        let v = judge_size(32 << 30, 32 << 20, Some(24 << 30));
+        let cold = judge_size(1 << 30, 32 << 20, Some(24 << 30), true);
+        assert!(
+            cold.warnings[0].contains("drop_caches is on") && !cold.warnings[0].contains("echo 3"),
+            "{}",
+            cold.warnings[0]
+        );
+        let v = judge_size(32 << 30, 32 << 20, Some(24 << 30), false);
         assert!(v.warnings.is_empty());
     }
 
@@ -373,7 +396,7 @@ mod tests {
                 },
             ],
             seconds: 2.0,
-            sizing: judge_size(20 << 20, 16 << 20, None),
+            sizing: judge_size(20 << 20, 16 << 20, None, false),
         };
         assert_eq!(s.loaded_table_bytes(), 10 << 20);
         assert!((s.mb_per_s() - 5.0).abs() < 1e-9);

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::chart::{Chart, Series, escape};
+use crate::chart::{Chart, Figure, Series, escape};
 use crate::report::csv_field;
 use crate::summary::{RampResult, Stat, StepSummary};
 
@@ -191,87 +191,200 @@ pub fn ramp_txt(r: &RampResult) -> String {
 /// Each distinct step warning with the steps it applies to, in first-seen order: the figures
 /// above carry the same caveats as the steps' own reports.
 pub fn step_warnings(r: &RampResult) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for s in &r.steps {
-        for w in &s.warnings {
-            match out.iter_mut().find(|(text, _)| text == w) {
-                Some((_, steps)) => steps.push(s.step.clone()),
-                None => out.push((w.clone(), vec![s.step.clone()])),
-            }
-        }
-    }
-    out
+    crate::summary::group_warnings(r.steps.iter().flat_map(|s| {
+        s.warnings
+            .iter()
+            .map(move |w| (s.step.as_str(), w.as_str()))
+    }))
 }
 
+/// The steps in ramp order, one group per (writers, update_pct) so that each line only
+/// joins steps that differ in readers.
+fn groups(steps: &[StepSummary]) -> Vec<(String, Vec<&StepSummary>)> {
+    let mut out: Vec<((u32, u32), Vec<&StepSummary>)> = Vec::new();
+    for s in steps {
+        let k = (s.key.writers, s.key.update_pct);
+        match out.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(s),
+            None => out.push((k, vec![s])),
+        }
+    }
+    let many = out.len() > 1;
+    out.into_iter()
+        .map(|((w, u), v)| {
+            let name = match (many, u) {
+                (false, _) => String::new(),
+                (true, 0) => format!(" ({w} writer(s))"),
+                (true, u) => format!(" ({w} writer(s), update_pct {u})"),
+            };
+            (name, v)
+        })
+        .collect()
+}
+
+/// A series per step group: y and its sd from `stat`, x from `x`, each point labelled with
+/// the step's session counts.
 fn series(
     name: &str,
     steps: &[StepSummary],
     x: impl Fn(&StepSummary) -> Option<f64>,
-    y: impl Fn(&StepSummary) -> Option<f64>,
-) -> Option<Series> {
-    let points: Vec<(f64, f64)> = steps.iter().filter_map(|s| Some((x(s)?, y(s)?))).collect();
-    (!points.is_empty()).then(|| Series {
-        name: name.to_string(),
-        points,
-    })
+    stat: impl Fn(&StepSummary) -> Option<Stat>,
+    label: impl Fn(&StepSummary) -> String,
+) -> Vec<Series> {
+    groups(steps)
+        .into_iter()
+        .filter_map(|(suffix, group)| {
+            let picked: Vec<(&StepSummary, f64, Stat)> = group
+                .into_iter()
+                .filter_map(|s| Some((s, x(s)?, stat(s)?)))
+                .collect();
+            (!picked.is_empty()).then(|| Series {
+                name: format!("{name}{suffix}"),
+                points: picked.iter().map(|(_, x, st)| (*x, st.mean)).collect(),
+                labels: picked.iter().map(|(s, _, _)| label(s)).collect(),
+                errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
+            })
+        })
+        .collect()
 }
 
-/// (file name, chart) for each chart of a ramp.
-pub fn ramp_charts(r: &RampResult, label: &str) -> Vec<(&'static str, Chart)> {
+/// What was measured where, for chart titles: target, tablespace, device.
+pub fn storage_line(r: &RampResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(env) = &r.environment {
+        parts.push(format!(
+            "target {} (PostgreSQL {})",
+            env.target, env.server_version
+        ));
+    }
+    parts.push(format!(
+        "tablespace {}",
+        r.config.data.tablespace.as_deref().unwrap_or("pg_default")
+    ));
+    match r.steps.iter().find_map(|s| s.storage.as_deref()) {
+        Some(dev) => parts.push(format!("device {dev}")),
+        None => parts.push("device unknown (not local, or on tmpfs)".into()),
+    }
+    parts.join("; ")
+}
+
+/// Session counts of a step as a point label: `4` readers, or `4r+1w`.
+fn sessions_label(s: &StepSummary) -> String {
+    if s.key.writers == 0 {
+        s.key.readers.to_string()
+    } else {
+        format!("{}r+{}w", s.key.readers, s.key.writers)
+    }
+}
+
+/// (file name, figure) for each chart of a ramp. One unit and one magnitude per panel:
+/// database reads per second, device reads per second (often decades apart, or zero when the
+/// page cache serves the reads, so never on one axis), client operations per second, latency
+/// in µs (log axis when p50 and p99 are decades apart).
+pub fn ramp_charts(r: &RampResult, label: &str) -> Vec<(&'static str, Figure)> {
     let readers = |s: &StepSummary| Some(s.key.readers as f64);
-    let mean = |s: &Option<Stat>| s.as_ref().map(|v| v.mean);
     let steps = &r.steps;
-    let iops = Chart {
+    let subtitle = storage_line(r);
+    let by_readers = |title: &str, y: &str, series: Vec<Series>| Chart {
+        title: title.into(),
+        x_label: "reader sessions".into(),
+        y_label: y.into(),
+        series,
+        log2_x: true,
+    };
+    let iops = Figure {
         title: format!("{label}: IOPS vs readers"),
-        x_label: "reader sessions".into(),
-        y_label: "operations or I/O requests per second".into(),
-        series: [
-            series("DB read IOPS", steps, readers, |s| mean(&s.db_read_iops)),
-            series("device read IOPS", steps, readers, |s| {
-                mean(&s.device_read_iops)
-            }),
-            series("client ops/s", steps, readers, |s| {
-                Some(s.client_ops_per_s.mean)
-            }),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-        log2_x: true,
+        subtitle: subtitle.clone(),
+        panels: vec![
+            by_readers(
+                "database: read requests that missed shared_buffers (its own counters)",
+                "DB read requests per second (IOPS)",
+                series(
+                    "DB read IOPS",
+                    steps,
+                    readers,
+                    |s| s.db_read_iops.clone(),
+                    sessions_label,
+                ),
+            ),
+            by_readers(
+                "device: reads that reached the device under the data (/proc/diskstats)",
+                "device reads per second (IOPS)",
+                series(
+                    "device read IOPS",
+                    steps,
+                    readers,
+                    |s| s.device_read_iops.clone(),
+                    sessions_label,
+                ),
+            ),
+            by_readers(
+                "client operations (each reads work_unit keys)",
+                "operations per second (ops/s)",
+                series(
+                    "client ops/s",
+                    steps,
+                    readers,
+                    |s| Some(s.client_ops_per_s.clone()),
+                    sessions_label,
+                ),
+            ),
+        ],
     };
-    let latency = Chart {
+    let latency = Figure {
         title: format!("{label}: latency vs readers"),
-        x_label: "reader sessions".into(),
-        y_label: "latency (µs)".into(),
-        series: [
-            series("DB avg read latency", steps, readers, |s| {
-                mean(&s.db_avg_read_latency_us)
-            }),
-            series("client read p50", steps, readers, |s| {
-                mean(&s.client_read_p50_us)
-            }),
-            series("client read p99", steps, readers, |s| {
-                mean(&s.client_read_p99_us)
-            }),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-        log2_x: true,
+        subtitle: subtitle.clone(),
+        panels: vec![
+            by_readers(
+                "database: average time of one block read",
+                "DB read latency (µs)",
+                series(
+                    "DB avg read latency",
+                    steps,
+                    readers,
+                    |s| s.db_avg_read_latency_us.clone(),
+                    sessions_label,
+                ),
+            ),
+            by_readers(
+                "client: one operation (work_unit block reads and the round trip)",
+                "client operation latency (µs)",
+                [
+                    series(
+                        "client read p50",
+                        steps,
+                        readers,
+                        |s| s.client_read_p50_us.clone(),
+                        sessions_label,
+                    ),
+                    series(
+                        "client read p99",
+                        steps,
+                        readers,
+                        |s| s.client_read_p99_us.clone(),
+                        sessions_label,
+                    ),
+                ]
+                .concat(),
+            ),
+        ],
     };
-    let curve = Chart {
+    let curve = Figure {
         title: format!("{label}: latency vs IOPS"),
-        x_label: "DB read IOPS".into(),
-        y_label: "DB avg read latency (µs)".into(),
-        series: series(
-            "DB read",
-            steps,
-            |s| mean(&s.db_read_iops),
-            |s| mean(&s.db_avg_read_latency_us),
-        )
-        .into_iter()
-        .collect(),
-        log2_x: false,
+        subtitle,
+        panels: vec![Chart {
+            title: "each point is a step, labelled with its sessions, joined in ramp order".into(),
+            x_label: "DB read IOPS (requests/s)".into(),
+            y_label: "DB avg read latency (µs)".into(),
+            series: series(
+                "DB read",
+                steps,
+                |s| s.db_read_iops.as_ref().map(|v| v.mean),
+                |s| s.db_avg_read_latency_us.clone(),
+                sessions_label,
+            ),
+            log2_x: false,
+        }],
     };
     vec![
         ("iops.svg", iops),
@@ -321,6 +434,62 @@ pub fn html_table(header: &[&str], rows: &[Vec<String>], left: usize) -> String 
     o
 }
 
+/// `mean ± sd` (sd only when there were repeats), `-` when the figure is missing.
+fn mean_sd(s: &Option<Stat>, decimals: usize) -> String {
+    match s {
+        Some(s) if s.values.len() > 1 => format!("{:.*} ± {:.*}", decimals, s.mean, decimals, s.sd),
+        Some(s) => format!("{:.*}", decimals, s.mean),
+        None => "-".into(),
+    }
+}
+
+/// The steps table of report.html: human headers with units, mean ± sd across repeats.
+pub fn ramp_html_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let header = vec![
+        "step",
+        "readers",
+        "writers",
+        "runs",
+        "status",
+        "window s",
+        "DB reads/s",
+        "DB writes/s",
+        "DB read µs",
+        "client ops/s",
+        "client p50 µs",
+        "client p99 µs",
+        "device reads/s",
+        "device/DB reads",
+        "top wait",
+    ];
+    let rows = r
+        .steps
+        .iter()
+        .map(|s| {
+            vec![
+                s.step.clone(),
+                s.key.readers.to_string(),
+                s.key.writers.to_string(),
+                s.repeats.to_string(),
+                s.status.as_str().to_string(),
+                format!("{:.1}", s.elapsed_s),
+                mean_sd(&s.db_read_iops, 0),
+                mean_sd(&s.db_write_iops, 0),
+                mean_sd(&s.db_avg_read_latency_us, 1),
+                mean_sd(&Some(s.client_ops_per_s.clone()), 0),
+                mean_sd(&s.client_read_p50_us, 0),
+                mean_sd(&s.client_read_p99_us, 0),
+                mean_sd(&s.device_read_iops, 0),
+                s.physical_read_ratio
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                s.top_wait.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    (header, rows)
+}
+
 pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
     let label = r.label.as_deref().unwrap_or("ramp");
     let mut b = String::new();
@@ -333,6 +502,7 @@ pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
         r.finished.format("%H:%M:%S"),
         r.steps.len()
     );
+    let _ = writeln!(b, "<p>{}</p>", escape(&storage_line(r)));
     if let Some(env) = &r.environment {
         let settings: Vec<String> = env
             .settings
@@ -341,56 +511,69 @@ pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
             .collect();
         let _ = writeln!(
             b,
-            "<p class=\"muted\">target {}; server {}; {} schema(s) x {} blocks; {}</p>",
-            escape(&env.target),
-            escape(&env.server_version),
+            "<p class=\"muted\">{} schema(s) x {} blocks; {}</p>",
             env.data_set.schemas,
             env.data_set.scale_blocks,
             escape(&settings.join(" "))
         );
+    }
+    let warnings = step_warnings(r);
+    if !r.warnings.is_empty() || !warnings.is_empty() {
+        b.push_str("<h2>Warnings</h2>\n<ul>\n");
+        for w in &r.warnings {
+            let _ = writeln!(b, "<li class=\"warn\">{}</li>", escape(w));
+        }
+        for (w, steps) in &warnings {
+            let which = if steps.len() == r.steps.len() && r.steps.len() > 1 {
+                "every step".to_string()
+            } else {
+                steps.join(", ")
+            };
+            let _ = writeln!(
+                b,
+                "<li class=\"warn\"><b>{}</b>: {}</li>",
+                escape(&which),
+                escape(w)
+            );
+        }
+        b.push_str("</ul>\n");
     }
     b.push_str("<div class=\"charts\">\n");
     for (_, svg) in svgs {
         b.push_str(svg);
     }
     b.push_str("</div>\n<h2>Steps</h2>\n");
-    let (header, rows) = ramp_rows(r);
+    let (header, rows) = ramp_html_rows(r);
     b.push_str(&html_table(&header, &rows, 1));
     b.push_str(
         "<p class=\"muted\">DB figures: the database's own counters over each window (read requests that missed \
-         shared_buffers; compare with device reads). Client figures: dbio's HDR latency measurements. \
-         sd and cv across repeats.</p>\n<h2>Step results</h2>\n<ul>\n",
+         shared_buffers; compare with the device's reads). Client figures: dbio's HDR latency measurements of one \
+         operation. a ± b: mean and standard deviation across the runs of a step. device/DB reads: near 1 when the \
+         reads reached the device, near 0 when the OS page cache served them. Every column, unrounded: ramp.csv.</p>\n\
+         <h2>Step results</h2>\n<ul>\n",
     );
     for s in &r.steps {
-        for p in &s.results {
-            let report = p.replace("result.json", "report.txt");
-            let _ = writeln!(
-                b,
-                "<li>{}: <a href=\"{}\">result.json</a>, <a href=\"{}\">report.txt</a></li>",
-                escape(&s.step),
-                escape(p),
-                escape(&report)
-            );
-        }
+        let links: Vec<String> = s
+            .results
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let report = p.replace("result.json", "report.txt");
+                format!(
+                    "{}<a href=\"{}\">result.json</a>, <a href=\"{}\">report.txt</a>",
+                    if s.results.len() > 1 {
+                        format!("run {}: ", i + 1)
+                    } else {
+                        String::new()
+                    },
+                    escape(p),
+                    escape(&report)
+                )
+            })
+            .collect();
+        let _ = writeln!(b, "<li>{}: {}</li>", escape(&s.step), links.join("; "));
     }
     b.push_str("</ul>\n");
-    let warnings: Vec<String> = r
-        .warnings
-        .iter()
-        .cloned()
-        .chain(
-            r.steps
-                .iter()
-                .flat_map(|s| s.warnings.iter().map(move |w| format!("{}: {w}", s.step))),
-        )
-        .collect();
-    if !warnings.is_empty() {
-        b.push_str("<h2>Warnings</h2>\n<ul>\n");
-        for w in warnings {
-            let _ = writeln!(b, "<li class=\"warn\">{}</li>", escape(&w));
-        }
-        b.push_str("</ul>\n");
-    }
     html_page(&format!("dbio ramp {label}"), &b)
 }
 
@@ -424,6 +607,7 @@ mod tests {
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,
+            storage: None,
             interval_ops_per_s: vec![],
             read_histogram: String::new(),
             results: vec![],

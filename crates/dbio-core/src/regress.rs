@@ -331,6 +331,30 @@ fn allowed(r: &RegressRow) -> String {
     }
 }
 
+/// `dbio regress --format json`: what was checked against what, and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegressReport<'a> {
+    pub baseline: &'a str,
+    pub current: &'a str,
+    /// True when any check regressed (exit 1).
+    pub regressed: bool,
+    pub regressions: usize,
+    pub checks: &'a [RegressRow],
+}
+
+impl<'a> RegressReport<'a> {
+    pub fn of(base: &'a StepSet, current: &'a StepSet, rows: &'a [RegressRow]) -> Self {
+        let regressions = rows.iter().filter(|r| r.regressed).count();
+        RegressReport {
+            baseline: &base.label,
+            current: &current.label,
+            regressed: regressions > 0,
+            regressions,
+            checks: rows,
+        }
+    }
+}
+
 pub fn render_text(base: &StepSet, current: &StepSet, rows: &[RegressRow]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "baseline: {}\ncurrent:  {}", base.label, current.label);
@@ -454,6 +478,7 @@ mod tests {
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,
+            storage: None,
             interval_ops_per_s: vec![],
             read_histogram: String::new(),
             results: vec![],

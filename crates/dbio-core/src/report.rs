@@ -94,12 +94,12 @@ pub fn render_text(r: &RunResult) -> String {
         .count();
     let _ = writeln!(
         o,
-        "workload  {readers} reader(s), {} writer(s); work_unit {} keys/read, update_work_unit {} keys/update, update_pct {}%, redo_stress {:?}",
+        "workload  {readers} reader(s), {} writer(s); work_unit {} keys/read, update_work_unit {} keys/update, update_pct {}%, redo_stress {}",
         r.sessions.len() - readers,
         run.work_unit,
         run.update_work_unit,
         run.update_pct,
-        run.redo_stress
+        run.redo_stress.as_str()
     );
     let _ = writeln!(
         o,
@@ -445,6 +445,41 @@ fn wait_table(o: &mut String, rows: &[WaitRow]) {
             opt(r.pct_db_time, 1)
         );
     }
+    if let Some(line) = db_time_rest(rows) {
+        let _ = writeln!(o, "  {line}");
+    }
+}
+
+/// What the "% DB time" column leaves out, when its rows do not add up to the whole.
+fn db_time_rest(rows: &[WaitRow]) -> Option<String> {
+    let pcts: Vec<f64> = rows.iter().filter_map(|r| r.pct_db_time).collect();
+    if pcts.is_empty() {
+        return None;
+    }
+    let shown: f64 = rows.iter().take(10).filter_map(|r| r.pct_db_time).sum();
+    let all: f64 = pcts.iter().sum();
+    if all >= 99.5 && shown >= 99.5 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if shown + 0.05 < all {
+        parts.push(format!(
+            "{:.1}% in the {} rows not shown",
+            all - shown,
+            rows.len() - 10
+        ));
+    }
+    if all < 99.5 {
+        parts.push(format!(
+            "{:.1}% not attributed to any event: DB time (pg_stat_database.active_time) counts every \
+             session of the database, and statements shorter than the sample period can fall between samples",
+            100.0 - all
+        ));
+    }
+    Some(format!(
+        "the rows above sum to {shown:.1}% of DB time; the rest: {}",
+        parts.join("; ")
+    ))
 }
 
 /// The one-line summary of a run (the awr_info habit), as (column, value) pairs: what

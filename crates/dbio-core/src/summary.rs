@@ -89,6 +89,9 @@ pub struct StepSummary {
     #[serde(default)]
     pub db_to_raw_iops_ratio: Option<f64>,
     pub top_wait: Option<String>,
+    /// The device the device figures are of and the path it holds (`vda at /srv/pg/data`).
+    #[serde(default)]
+    pub storage: Option<String>,
     /// Throughput of every full interval of every repeat (ops/s), for the throughput test.
     pub interval_ops_per_s: Vec<f64>,
     /// Read latency of all repeats merged (HDR V2 + deflate, base64, µs).
@@ -115,7 +118,7 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         |f: &dyn Fn(&RunResult) -> Option<f64>| Stat::of(results.iter().filter_map(f).collect());
     let mut hist = new_histogram();
     let mut intervals = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<(String, String, Vec<usize>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         if let Ok(h) = decode_histogram(&r.client.read.histogram) {
             let _ = hist.add(&h);
@@ -128,16 +131,25 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
                 .map(|t| t.ops_per_s),
         );
         for w in &r.warnings {
-            let w = if results.len() > 1 {
-                format!("repeat {}: {w}", i + 1)
-            } else {
-                w.clone()
-            };
-            if !warnings.contains(&w) {
-                warnings.push(w);
+            let key = warning_key(w);
+            match warnings.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, repeats)) => repeats.push(i + 1),
+                None => warnings.push((key, w.clone(), vec![i + 1])),
             }
         }
     }
+    // Each warning once; the repeats it concerns are named when not all of them.
+    let warnings: Vec<String> = warnings
+        .into_iter()
+        .map(|(_, w, repeats)| {
+            if repeats.len() == results.len() {
+                w
+            } else {
+                let list: Vec<String> = repeats.iter().map(|k| k.to_string()).collect();
+                format!("(repeat {} of {}) {w}", list.join(", "), results.len())
+            }
+        })
+        .collect();
     let status = results
         .iter()
         .map(|r| r.status)
@@ -166,11 +178,77 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
             .as_ref()
             .and_then(|w| w.foreground.first())
             .map(|w| w.event.clone()),
+        storage: first
+            .device
+            .as_ref()
+            .map(|d| format!("{} at {}", d.device, d.path)),
         interval_ops_per_s: intervals,
         read_histogram: encode_histogram(&hist),
         results: paths,
         warnings,
     })
+}
+
+/// A warning with its figures masked: the same caveat with other figures (per repeat, per
+/// step) is the same warning, said once.
+pub fn warning_key(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() || (in_number && (c == '.' || c == ',')) {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A step's warning without its "(repeat 1 of 2) " prefix: across steps, the steps matter
+/// more than which of their repeats.
+fn strip_repeat(w: &str) -> &str {
+    match w.strip_prefix("(repeat ") {
+        Some(rest) => rest.split_once(") ").map(|(_, t)| t).unwrap_or(w),
+        None => w,
+    }
+}
+
+/// Each distinct warning (figures aside) once, with the places it applies to, in first-seen
+/// order; its text is the first occurrence's, marked when the others' figures differ.
+pub fn group_warnings<'a>(
+    items: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, String, Vec<String>, bool)> = Vec::new();
+    for (place, w) in items {
+        let w = strip_repeat(w);
+        let key = warning_key(w);
+        match out.iter_mut().find(|(k, ..)| *k == key) {
+            Some((_, first, places, differs)) => {
+                if !places.iter().any(|p| p == place) {
+                    places.push(place.to_string());
+                }
+                *differs |= first != w;
+            }
+            None => out.push((key, w.to_string(), vec![place.to_string()], false)),
+        }
+    }
+    out.into_iter()
+        .map(|(_, w, places, differs)| {
+            let text = if differs {
+                format!(
+                    "{w} [figures of {}; each run's own in its report.txt]",
+                    places[0]
+                )
+            } else {
+                w
+            };
+            (text, places)
+        })
+        .collect()
 }
 
 /// `ramp.json`: a ramp's steps, self-contained (compare and regress need nothing else).

@@ -31,6 +31,8 @@ const ROWS_PER_CHUNK: usize = 256;
 pub struct SetupOptions {
     /// Rebuild dbio's complete schemas too.
     pub force: bool,
+    /// collector.drop_caches is on: runs start with a cold page cache (changes the advice).
+    pub drop_caches: bool,
     /// Drop the user's objects that depend on a table dbio rebuilds (DROP TABLE ... CASCADE);
     /// without it such objects stop setup before anything changes.
     pub drop_dependents: bool,
@@ -197,7 +199,7 @@ pub async fn setup(
     Ok(LoadSummary {
         schemas: outcomes,
         seconds: secs(started.elapsed()),
-        sizing: judge_size(data_bytes, info.shared_buffers_bytes, ram),
+        sizing: judge_size(data_bytes, info.shared_buffers_bytes, ram, opts.drop_caches),
     })
 }
 

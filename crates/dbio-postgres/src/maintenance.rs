@@ -24,11 +24,24 @@ impl TableState {
         self.all_visible < self.pages || self.dead_rows > 0
     }
 
+    /// The two signs of change, each with its source: pg_class.relallvisible is as of the
+    /// last VACUUM or ANALYZE, pg_stat_user_tables.n_dead_tup counts row versions updated
+    /// since, so "all pages all-visible" and "dead rows" can both hold.
     pub fn describe_change(&self) -> String {
-        format!(
-            "{} of {} pages all-visible, {} dead rows",
-            self.all_visible, self.pages, self.dead_rows
-        )
+        let mut parts = Vec::new();
+        if self.dead_rows > 0 {
+            parts.push(format!(
+                "{} dead row versions from updates (pg_stat_user_tables)",
+                self.dead_rows
+            ));
+        }
+        if self.all_visible < self.pages {
+            parts.push(format!(
+                "{} of {} pages all-visible (pg_class, as of the last VACUUM)",
+                self.all_visible, self.pages
+            ));
+        }
+        parts.join(", ")
     }
 }
 
@@ -61,7 +74,7 @@ pub async fn vacuum_if_changed(client: &Client, schema: &str) -> Result<Option<S
         .await
         .map_err(|e| PgError::from_db(format!("vacuuming {schema}.cf1"), &e))?;
     Ok(Some(format!(
-        "{schema}.cf1 had changed since its last VACUUM ({}); ran VACUUM (FREEZE, ANALYZE)",
+        "{schema}.cf1: {}; ran VACUUM (FREEZE, ANALYZE) so the window starts clean",
         state.describe_change()
     )))
 }

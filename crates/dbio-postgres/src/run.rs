@@ -27,6 +27,9 @@ pub struct Preflight {
     pub info: ServerInfo,
     pub environment: Environment,
     pub warnings: Vec<String>,
+    /// What preflight did that does not weaken the figures (the routine VACUUM and
+    /// CHECKPOINT after a run with writes), for the user's information.
+    pub notes: Vec<String>,
     /// Where the data set's files live (tablespace location or data directory), when the
     /// role may read it.
     pub data_path: Option<std::path::PathBuf>,
@@ -43,7 +46,8 @@ pub async fn preflight(
     let info = server_info(&client).await?;
     let plan = DataSetPlan::new(&config.data, info.block_size);
     let mut warnings = Vec::new();
-    verify_data_set(&client, &plan, config.run.vacuum, &mut warnings).await?;
+    let mut notes = Vec::new();
+    verify_data_set(&client, &plan, config.run.vacuum, &mut warnings, &mut notes).await?;
 
     let free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
@@ -77,7 +81,15 @@ pub async fn preflight(
     let ram = (target.is_local() && !direct_io)
         .then(host_ram_bytes)
         .flatten();
-    warnings.extend(judge_size(plan.table_bytes(), info.shared_buffers_bytes, ram).warnings);
+    warnings.extend(
+        judge_size(
+            plan.table_bytes(),
+            info.shared_buffers_bytes,
+            ram,
+            config.collector.drop_caches,
+        )
+        .warnings,
+    );
     let data_path = data_path(&client, plan.tablespace.as_deref()).await?;
 
     let used: BTreeSet<&str> = specs.iter().map(|s| s.schema.as_str()).collect();
@@ -104,6 +116,7 @@ pub async fn preflight(
         info,
         environment,
         warnings,
+        notes,
         data_path,
         direct_io,
     })
@@ -138,6 +151,7 @@ async fn verify_data_set(
     client: &Client,
     plan: &DataSetPlan,
     vacuum: bool,
+    warnings: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let mut vacuumed = false;
@@ -175,7 +189,7 @@ async fn verify_data_set(
                     vacuumed = true;
                 }
             } else {
-                notes.push(format!(
+                warnings.push(format!(
                     "{name}.cf1 changed since its last VACUUM ({}) and run.vacuum is off: reads may write (hint bits, \
                      pruning) and autovacuum may run inside the window",
                     state.describe_change()
@@ -183,8 +197,8 @@ async fn verify_data_set(
             }
         }
     }
-    if vacuumed && let Some(note) = maintenance::checkpoint(client).await? {
-        notes.push(note);
+    if vacuumed && let Some(warning) = maintenance::checkpoint(client).await? {
+        warnings.push(warning);
     }
     Ok(())
 }

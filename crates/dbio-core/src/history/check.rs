@@ -294,6 +294,7 @@ fn summary_of(f: &StepFigures) -> StepSummary {
         raw_device_iops: None,
         db_to_raw_iops_ratio: None,
         top_wait: None,
+        storage: None,
         interval_ops_per_s: vec![],
         read_histogram: String::new(),
         results: vec![],

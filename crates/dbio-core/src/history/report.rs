@@ -96,14 +96,14 @@ pub fn render(series: &[Series], o: &CheckOptions, store: &str) -> HistoryReport
                 title: format!("{} · {} · {}", s.series, s.step, metric.name()),
                 x_label: "run (oldest to newest)".into(),
                 y_label: metric.name().into(),
-                series: vec![Line {
-                    name: metric.name().into(),
-                    points: values
+                series: vec![Line::new(
+                    metric.name(),
+                    values
                         .iter()
                         .enumerate()
                         .map(|(i, v)| ((i + 1) as f64, *v))
                         .collect(),
-                }],
+                )],
                 log2_x: false,
             };
             let marks = Marks {
