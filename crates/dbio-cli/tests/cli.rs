@@ -116,7 +116,7 @@ fn report_refuses_malformed_truncated_and_future_results_with_exit_2() {
     }
     let out = dbio(&["report", "/nonexistent/result.json"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(err(&out).contains("cannot read it"), "{}", err(&out));
+    assert!(err(&out).contains("cannot read"), "{}", err(&out));
 }
 
 #[test]
