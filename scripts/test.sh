@@ -16,5 +16,14 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The Oracle backend is a default feature; a build without it must work too.
 cargo clippy -p dbio-cli -p dbio-oracle --all-targets --no-default-features -- -D warnings
-cargo test -p dbio-oracle --no-default-features
-cargo test --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test -p dbio-oracle --no-default-features 2>&1 | tee "$log" || status=$?
+if [ "$status" -eq 0 ]; then
+    cargo test --workspace 2>&1 | tee -a "$log" || status=$?
+fi
+# One line over every test binary (the last binaries cargo runs are doc-tests with none).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed;/) p += $(i-1); if ($(i) ~ /^failed;/) f += $(i-1); if ($(i) ~ /^ignored;/) g += $(i-1) } }
+     END { printf "total: %d passed, %d failed, %d skipped\n", p, f, g }' "$log"
+exit "$status"
