@@ -11,6 +11,7 @@ use dbio_core::history::check::{self, CheckOptions, Metric};
 use dbio_core::history::edivisive;
 use dbio_core::history::record::{parse_document, resolve_tag};
 use dbio_core::history::{Added, HistoryError, HistoryStore, StoredRun, report};
+use dbio_core::summary::document_path;
 
 use crate::Failure;
 
@@ -214,19 +215,6 @@ async fn blocking<T: Send + 'static>(
 /// `quiet` silences the notes on stderr (the JUnit file's name), never results or errors.
 pub async fn dispatch(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
     blocking(move || run(action, quiet)).await
-}
-
-/// A result.json or ramp.json path, or the folder holding one.
-fn document_path(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        if path.join("ramp.json").is_file() {
-            path.join("ramp.json")
-        } else {
-            path.join("result.json")
-        }
-    } else {
-        path.to_path_buf()
-    }
 }
 
 /// Adds one document; Ok(false) when the same content was stored already. `say` gets the

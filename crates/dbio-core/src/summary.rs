@@ -281,9 +281,10 @@ pub struct StepSet {
     pub shape: Shape,
 }
 
-/// Reads a run's result.json or a ramp's ramp.json (a folder holding either works too).
-pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
-    let file = if path.is_dir() {
+/// A result.json or ramp.json path as given, or the one a folder holds (its ramp.json when it
+/// has one, else its result.json).
+pub fn document_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
         if path.join("ramp.json").is_file() {
             path.join("ramp.json")
         } else {
@@ -291,7 +292,12 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
         }
     } else {
         path.to_path_buf()
-    };
+    }
+}
+
+/// Reads a run's result.json or a ramp's ramp.json (a folder holding either works too).
+pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
+    let file = document_path(path);
     let bad = |message: String| CoreError::Result {
         path: file.clone(),
         message,
