@@ -63,6 +63,16 @@ pub enum Command {
         drop_dependents: bool,
     },
 
+    /// Every dbio data set on the target: prefix, schemas, scale, the tablespace its tables
+    /// are really in, state, size, when it was loaded and by which dbio version.
+    List {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// text, or json (one object per data set)
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+
     /// Verify the data set: rows = scale, one row per block, index valid and used, vacuumed
     /// and analyzed, load complete. One line per schema; exit 1 on any mismatch.
     Check {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod dataset;
 pub mod dbstats;
 pub mod device;
+pub mod discover;
 pub mod driver;
 pub mod error;
 pub mod history;

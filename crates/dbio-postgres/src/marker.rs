@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
 use dbio_core::dataset::DataSetPlan;
+use dbio_core::discover::{DataSetState, FoundDataSet};
 
 use crate::error::{PgError, Result};
 use crate::sql;
@@ -430,6 +431,96 @@ pub async fn set_schema_mark(client: &Client, schema: &str, mark: &SchemaMark) -
         .batch_execute(&sql::comment_schema(schema, &mark.to_comment()))
         .await
         .map_err(|e| PgError::from_db(format!("marking schema {schema}"), &e))
+}
+
+/// Every data set on the target database, as the marks of its schemas describe it, with
+/// where its tables really are and their size (`dbio list`, and the data set a command takes
+/// when no --schemas/--scale is given). Schemas are grouped by the data set id in their mark;
+/// legacy and unreadable marks belong to no data set and are left out.
+pub async fn data_sets(client: &Client) -> Result<Vec<FoundDataSet>> {
+    let rows = client
+        .query(sql::MARKED_SCHEMAS, &[])
+        .await
+        .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
+    let mut marks: Vec<(String, SchemaMark)> = Vec::new();
+    for r in &rows {
+        let schema: String = r
+            .try_get(0)
+            .map_err(|e| PgError::from_db("reading a schema's name", &e))?;
+        let comment: Option<String> = r
+            .try_get(1)
+            .map_err(|e| PgError::from_db("reading a schema's comment", &e))?;
+        if let Ownership::Dbio(mark) = parse_comment(comment.as_deref())
+            && mark.names(&schema)
+        {
+            marks.push((schema, *mark));
+        }
+    }
+    let names: Vec<String> = marks.iter().map(|(s, _)| s.clone()).collect();
+    let tables = client
+        .query(sql::DATA_SET_TABLES, &[&names])
+        .await
+        .map_err(|e| PgError::from_db("reading where dbio's tables are", &e))?;
+    let mut where_is: std::collections::BTreeMap<String, (Option<String>, Option<i64>)> =
+        std::collections::BTreeMap::new();
+    for r in &tables {
+        let ctx =
+            |e: tokio_postgres::Error| PgError::from_db("reading where dbio's tables are", &e);
+        let schema: String = r.try_get(0).map_err(ctx)?;
+        let tablespace: Option<String> = r.try_get(1).map_err(ctx)?;
+        let bytes: Option<i64> = r.try_get(2).map_err(ctx)?;
+        where_is.insert(schema, (tablespace, bytes));
+    }
+    let mut out: Vec<FoundDataSet> = Vec::new();
+    for (schema, mark) in &marks {
+        let i = match out.iter().position(|d| d.id == mark.id) {
+            Some(i) => i,
+            None => {
+                out.push(FoundDataSet {
+                    prefix: mark.prefix.clone(),
+                    id: mark.id.clone(),
+                    schemas: mark.schemas,
+                    schemas_found: 0,
+                    scale_blocks: mark.scale_blocks,
+                    block_size: mark.block_size,
+                    tablespace: mark.tablespace.clone(),
+                    tablespaces_now: Vec::new(),
+                    state: DataSetState::Complete,
+                    bytes: Some(0),
+                    loaded_at: mark.created_at.clone(),
+                    dbio_version: mark.dbio_version.clone(),
+                });
+                out.len() - 1
+            }
+        };
+        let d = &mut out[i];
+        d.schemas_found += 1;
+        if mark.state != LoadState::Complete {
+            d.state = DataSetState::Loading;
+        }
+        match where_is.get(schema) {
+            Some((tablespace, bytes)) => {
+                if let Some(t) = tablespace
+                    && !d.tablespaces_now.contains(t)
+                {
+                    d.tablespaces_now.push(t.clone());
+                }
+                d.bytes = match (d.bytes, bytes) {
+                    (Some(a), Some(b)) => Some(a + u64::try_from(*b).unwrap_or(0)),
+                    _ => None,
+                };
+            }
+            // A schema marked complete whose table is gone: the data set is not whole.
+            None => d.state = DataSetState::Partial,
+        }
+    }
+    for d in &mut out {
+        if d.schemas_found < d.schemas && d.state == DataSetState::Complete {
+            d.state = DataSetState::Partial;
+        }
+    }
+    out.sort_by(|a, b| a.prefix.cmp(&b.prefix).then(a.loaded_at.cmp(&b.loaded_at)));
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -391,6 +391,18 @@ pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
     )
 }
 
+/// Where each named schema's `cf1` really is and how big it is with its indexes: the
+/// tablespace from pg_class.reltablespace (0 is the database's default, pg_database
+/// .dattablespace; PostgreSQL docs, "pg_class"), not the one the mark names, since a table
+/// can be moved after the load.
+pub const DATA_SET_TABLES: &str = "SELECT n.nspname::text, \
+     (SELECT t.spcname::text FROM pg_tablespace t WHERE t.oid = CASE WHEN c.reltablespace = 0 \
+        THEN (SELECT d.dattablespace FROM pg_database d WHERE d.datname = current_database()) \
+        ELSE c.reltablespace END), \
+     pg_total_relation_size(c.oid)::bigint \
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = ANY($1::text[]) AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
+
 #[cfg(test)]
 mod tests {
     use super::*;

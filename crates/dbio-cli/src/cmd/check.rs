@@ -4,17 +4,24 @@ use dbio_core::config::Engine;
 use dbio_core::dataset::DataSetPlan;
 use dbio_postgres::check;
 
+use super::discover::{data_ask, discover};
 use super::{DEFAULT_BLOCK_SIZE, interruptible, load_config, resolve};
 use crate::Failure;
 use crate::args::{CommonArgs, DataArgs};
 
-pub(super) async fn check_cmd(common: &CommonArgs, data: &DataArgs) -> Result<u8, Failure> {
-    let config = load_config(common, data)?;
+pub(super) async fn check_cmd(
+    common: &CommonArgs,
+    data: &DataArgs,
+    quiet: bool,
+) -> Result<u8, Failure> {
+    let mut config = load_config(common, data)?;
     if config.engine == Engine::Oracle {
         let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
         return crate::oracle::check(&config, admin).await;
     }
     let target = resolve(&config, common)?;
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &target, quiet).await?;
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
     let report = interruptible(check::check(&target, &plan), "check").await?;
     print!("{}", report.render_text());

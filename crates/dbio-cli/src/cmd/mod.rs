@@ -6,7 +6,9 @@ mod check;
 mod compare;
 mod completions;
 mod config;
+mod discover;
 pub(crate) mod history;
+mod list;
 mod man;
 pub(crate) mod output;
 mod quickstart;
@@ -42,7 +44,8 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             force,
             drop_dependents,
         } => setup::setup_cmd(&common, &data, &load, force, drop_dependents, quiet).await,
-        Command::Check { common, data } => check::check_cmd(&common, &data).await,
+        Command::List { common, format } => list::list_cmd(&common, format).await,
+        Command::Check { common, data } => check::check_cmd(&common, &data, quiet).await,
         Command::Teardown {
             common,
             prefix,

@@ -14,6 +14,7 @@ use dbio_core::summary::{RampResult, summarize};
 use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::discover::{data_ask, discover};
 use super::run::run_benchmark;
 use super::{RunOutput, print_json, resolve, write_results};
 use crate::Failure;
@@ -31,7 +32,7 @@ pub(super) async fn ramp_cmd(
     record: &RecordArgs,
     quiet: bool,
 ) -> Result<u8, Failure> {
-    let config = crate::effective::ramp_config(common, data, ramp_args, run)?;
+    let mut config = crate::effective::ramp_config(common, data, ramp_args, run)?;
     if config.engine == Engine::Oracle {
         return Err(Failure::new(
             2,
@@ -39,6 +40,8 @@ pub(super) async fn ramp_cmd(
         ));
     }
     let target = resolve(&config, common)?;
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &target, quiet).await?;
     let (result, dir) = ramp(&config, &target, quiet, run.format).await?;
     if record.record {
         super::history::record(dir.join("ramp.json"), record, quiet).await?;

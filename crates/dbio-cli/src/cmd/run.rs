@@ -12,6 +12,7 @@ use dbio_postgres::session::{PgLoopSession, PgSession};
 use dbio_postgres::tls::Negotiated;
 use dbio_postgres::{Target, run};
 
+use super::discover::{data_ask, discover};
 use super::output::{STDERR, drive_config, print_json, progress_line, publish, result_dir};
 use super::{DEFAULT_BLOCK_SIZE, RunOutput, exit_code, interruptible, resolve};
 use crate::Failure;
@@ -27,7 +28,7 @@ pub(super) async fn run_cmd(
     record: &RecordArgs,
     quiet: bool,
 ) -> Result<u8, Failure> {
-    let config = crate::effective::run_config(common, data, sessions, run)?;
+    let mut config = crate::effective::run_config(common, data, sessions, run)?;
     let json = run.format == Format::Json;
     let output = RunOutput {
         quiet,
@@ -43,6 +44,8 @@ pub(super) async fn run_cmd(
         return Ok(exit_code(&result));
     }
     let target = resolve(&config, common)?;
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &target, quiet).await?;
     let result = run_benchmark(&config, &target, &output).await?;
     if record.record
         && let Some(dir) = &result.config.run.out

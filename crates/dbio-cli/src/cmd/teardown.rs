@@ -39,6 +39,9 @@ async fn teardown_target(
         let plan = teardown::plan(target, prefix).await?;
         if plan.is_empty() {
             println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
+            if let Some(note) = super::discover::others_on(target, prefix).await {
+                println!("{note}");
+            }
             return Ok(0);
         }
         println!("would drop from {target} (data set of prefix `{prefix}`):");
