@@ -43,6 +43,12 @@ impl From<dbio_postgres::PgError> for Failure {
     }
 }
 
+impl From<dbio_core::backend::BackendError> for Failure {
+    fn from(e: dbio_core::backend::BackendError) -> Self {
+        Failure::new(e.exit_code, e.message)
+    }
+}
+
 impl From<dbio_calibrate::CalibrateError> for Failure {
     fn from(e: dbio_calibrate::CalibrateError) -> Self {
         Failure::new(e.exit_code(), e.to_string())

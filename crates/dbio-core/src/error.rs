@@ -28,6 +28,10 @@ pub enum CoreError {
     #[error("result folder {}: {message}", path.display())]
     OutDir { path: PathBuf, message: String },
 
+    /// A result that could not be written where it belongs (what was kept instead is named).
+    #[error("{message}")]
+    NotWritten { message: String },
+
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -47,7 +51,7 @@ impl CoreError {
     /// Every core error is a usage or configuration problem: exit code 2.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CoreError::Io { .. } => 1,
+            CoreError::Io { .. } | CoreError::NotWritten { .. } => 1,
             _ => 2,
         }
     }

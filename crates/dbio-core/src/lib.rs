@@ -1,6 +1,8 @@
 //! dbio-core: what every database backend shares. Configuration and units, the SLOB data-set
 //! plan, and (as they are built) the workload, measurements and reports. No SQL lives here.
 
+pub mod backend;
+pub mod bench;
 pub mod chart;
 pub mod compare;
 pub mod config;
@@ -14,6 +16,7 @@ pub mod history;
 pub mod interrupt;
 pub mod key_order;
 pub mod output;
+pub mod plan;
 pub mod ramp;
 pub mod regress;
 pub mod report;

@@ -16,6 +16,8 @@ pub mod metrics;
 pub mod sql;
 
 #[cfg(feature = "client")]
+pub mod backend;
+#[cfg(feature = "client")]
 pub mod client;
 
 use thiserror::Error;

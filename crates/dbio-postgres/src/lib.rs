@@ -2,6 +2,7 @@
 //! builds the SLOB data set with binary COPY (`loader`), `check` verifies it, `teardown` drops
 //! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
 
+pub mod backend;
 pub mod check;
 pub mod collector;
 pub mod conn;

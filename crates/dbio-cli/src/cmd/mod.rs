@@ -6,6 +6,7 @@ mod check;
 mod compare;
 mod completions;
 mod config;
+mod db;
 mod discover;
 pub(crate) mod history;
 mod list;

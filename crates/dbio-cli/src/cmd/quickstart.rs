@@ -10,6 +10,7 @@ use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch;
 use dbio_postgres::{Target, check};
 
+use super::db::Db;
 use super::output::STDERR;
 use super::run::run_benchmark;
 use super::scratch::{describe, scratch_options};
@@ -96,11 +97,12 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     }
     println!("== run ==");
     let output = RunOutput { quiet, ..STDERR };
-    let result = run_benchmark(config, target, &output).await?;
+    let db = Db::Postgres(Box::new(target.clone()));
+    let result = run_benchmark(config, &db, &output).await?;
     if result.status != RunStatus::Ok {
         return Ok(exit_code(&result));
     }
     println!("== ramp ==");
-    let (ramp, _) = super::ramp::ramp(config, target, quiet, Format::Text).await?;
+    let (ramp, _) = super::ramp::ramp(config, &db, quiet, Format::Text).await?;
     Ok(if ramp.status == RunStatus::Ok { 0 } else { 1 })
 }

@@ -11,17 +11,16 @@ use dbio_core::driver::RunStatus;
 use dbio_core::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
 use dbio_core::result::{RESULT_FORMAT, RunResult};
 use dbio_core::summary::{RampResult, summarize};
-use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::db::Db;
 use super::discover::{data_ask, discover};
 use super::run::run_benchmark;
-use super::{RunOutput, print_json, resolve, write_results};
+use super::{RunOutput, print_json, write_results};
 use crate::Failure;
 use crate::args::Format;
 use crate::args::{CommonArgs, DataArgs, RampArgs, RunArgs};
 use crate::cmd::history::RecordArgs;
-use dbio_core::config::Engine;
 
 /// `dbio ramp`: the workload over the configured steps, then the table, charts and HTML.
 pub(super) async fn ramp_cmd(
@@ -33,16 +32,12 @@ pub(super) async fn ramp_cmd(
     quiet: bool,
 ) -> Result<u8, Failure> {
     let mut config = crate::effective::ramp_config(common, data, ramp_args, run)?;
-    if config.engine == Engine::Oracle {
-        return Err(Failure::new(
-            2,
-            "ramp is built for engine: postgres only; with Oracle, run `dbio run` per step and `dbio compare` the results",
-        ));
+    let db = Db::pick(&config, common)?;
+    if let Db::Postgres(target) = &db {
+        let ask = data_ask(common, data, &config)?;
+        discover(&mut config, &ask, target, quiet).await?;
     }
-    let target = resolve(&config, common)?;
-    let ask = data_ask(common, data, &config)?;
-    discover(&mut config, &ask, &target, quiet).await?;
-    let (result, dir) = ramp(&config, &target, quiet, run.format).await?;
+    let (result, dir) = ramp(&config, &db, quiet, run.format).await?;
     if record.record {
         super::history::record(dir.join("ramp.json"), record, quiet).await?;
     }
@@ -75,7 +70,7 @@ pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
 /// Runs every step and writes the ramp's files; returns the ramp and its folder.
 pub async fn ramp(
     config: &Config,
-    target: &Target,
+    db: &Db,
     quiet: bool,
     format: Format,
 ) -> Result<(RampResult, PathBuf), Failure> {
@@ -172,7 +167,7 @@ pub async fn ramp(
                     planned_run_s
                 )
             ));
-            match run_benchmark(&c, target, &output).await {
+            match run_benchmark(&c, db, &output).await {
                 Ok(r) => {
                     bar.inc(1);
                     let step_status = r.status;
@@ -200,7 +195,7 @@ pub async fn ramp(
                                 break 'steps;
                             }
                             // The server may be restarting: give it the connect timeout to come back.
-                            if !target.wait_ready(config.target.connect_timeout.0).await {
+                            if !db.wait_ready(config.target.connect_timeout.0).await {
                                 line(
                                     "ramp: the server does not accept connections after the failed step",
                                 );
@@ -234,7 +229,7 @@ pub async fn ramp(
         finished: chrono::Utc::now(),
         config: {
             let mut c = config.clone();
-            c.target.dsn = Some(target.redacted());
+            c.target.dsn = Some(db.redacted());
             c.run.out = Some(dir.clone());
             c
         },

@@ -1,0 +1,163 @@
+//! What a database backend gives the one run pipeline ([`crate::bench`]): the server's facts
+//! before a run, sessions connected and prepared, and a collector around the window. Core
+//! knows no SQL and no catalog name; a backend knows no report: it returns typed figures
+//! (each naming its source) that core renders.
+
+use std::future::Future;
+
+use thiserror::Error;
+
+use crate::dbstats::{DbMetrics, DeviceMetrics, WaitProfile};
+use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
+use crate::plan::RunPlan;
+use crate::result::{Environment, SessionTls};
+
+/// A backend's failure, with the exit code it maps to (1 the work failed, 2 bad usage,
+/// bad configuration or an unreachable target) and the backend's own words.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub exit_code: u8,
+    pub message: String,
+}
+
+impl BackendError {
+    pub fn usage(message: impl Into<String>) -> BackendError {
+        BackendError {
+            exit_code: 2,
+            message: message.into(),
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> BackendError {
+        BackendError {
+            exit_code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<crate::CoreError> for BackendError {
+    fn from(e: crate::CoreError) -> Self {
+        BackendError {
+            exit_code: e.exit_code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// What preflight learned of the target, before anything is measured.
+pub struct ServerFacts {
+    /// The block size of the data set's tablespace (PostgreSQL: block_size; Oracle: the
+    /// tablespace's), in bytes: scales in bytes become blocks of this size.
+    pub block_size: u64,
+    /// The names the data set's schemas have on this database, in order (PostgreSQL
+    /// `user1..`, Oracle `USER1..`).
+    pub schema_names: Vec<String>,
+    /// The target as results may show it (no password).
+    pub target: String,
+    /// The environment result.json records (server version, settings that matter, data set).
+    pub environment: Environment,
+    /// What weakens the figures (a data set that fits in cache, track_io_timing off, ...).
+    pub warnings: Vec<String>,
+    /// What preflight did that does not weaken them (the routine VACUUM), for the user.
+    pub notes: Vec<String>,
+    /// A one-line description of the server for the "connecting" note
+    /// (`PostgreSQL 17.2`, `Oracle, container PDB1`).
+    pub describe: String,
+}
+
+/// Sessions connected and prepared, with what the result records of their connections.
+pub struct Opened<S> {
+    pub sessions: Vec<(SessionSpec, S)>,
+    pub tls: Option<SessionTls>,
+}
+
+/// What the collector measured over the window, engine-neutral; each figure names its
+/// source (the backend's views) in its own fields.
+#[derive(Debug, Default)]
+pub struct WindowFigures {
+    pub db: Option<DbMetrics>,
+    pub waits: Option<WaitProfile>,
+    pub device: Option<DeviceMetrics>,
+    pub warnings: Vec<String>,
+    /// Files the backend's collector wrote for the run (Oracle's AWR report), by name, to be
+    /// written into the result folder beside result.json.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+impl WindowFigures {
+    /// Nothing collected, for this reason.
+    pub fn skipped(reason: String) -> WindowFigures {
+        WindowFigures {
+            warnings: vec![reason],
+            ..WindowFigures::default()
+        }
+    }
+}
+
+/// Snapshots around the measured window: `begin` just before it opens (after the sessions
+/// flushed their statistics), `end` once it closed.
+pub trait WindowCollector {
+    fn begin(&mut self) -> impl Future<Output = Result<(), String>>;
+    fn end(self, window_s: f64) -> impl Future<Output = WindowFigures>;
+}
+
+/// A database backend for the one run pipeline.
+pub trait Backend {
+    type Session: Session;
+    /// Sessions whose whole loop runs inside the database (`run.engine: server`);
+    /// [`NoLoops`] for a backend without that capability.
+    type LoopSession: LoopSession;
+    type Collector: WindowCollector;
+
+    /// The database's name as reports say it (`PostgreSQL`, `Oracle`).
+    fn name(&self) -> &'static str;
+
+    /// What can be refused before anything touches the server or the disk (a setting this
+    /// backend or this host cannot honour, e.g. --drop-caches as non-root).
+    fn refuse(&self, config: &crate::Config) -> Result<(), BackendError>;
+
+    /// The server's facts, and the data set verified to be fit to run against (its
+    /// routine maintenance done).
+    fn preflight(
+        &mut self,
+        config: &crate::Config,
+    ) -> impl Future<Output = Result<ServerFacts, BackendError>>;
+
+    fn open_sessions(
+        &mut self,
+        plan: &RunPlan,
+    ) -> impl Future<Output = Result<Opened<Self::Session>, BackendError>>;
+
+    /// Only called when the plan asks for the server-side loop and
+    /// [`Backend::server_loop`] is true.
+    fn open_loop_sessions(
+        &mut self,
+        plan: &RunPlan,
+    ) -> impl Future<Output = Result<Opened<Self::LoopSession>, BackendError>>;
+
+    /// Whether this backend can run the operation loop inside the database.
+    fn server_loop(&self) -> bool;
+
+    /// The collector for the window; called once the sessions are open.
+    fn collector(
+        &mut self,
+        plan: &RunPlan,
+    ) -> impl Future<Output = Result<Self::Collector, BackendError>>;
+}
+
+/// The loop session of a backend without a server-side loop: it cannot exist.
+pub enum NoLoops {}
+
+impl LoopSession for NoLoops {
+    fn run_loop(&mut self, _: f64) -> Result<LoopCounts, OpError> {
+        match *self {}
+    }
+    fn canceller(&self) -> Canceller {
+        match *self {}
+    }
+    fn flush_stats(&mut self) {
+        match *self {}
+    }
+}

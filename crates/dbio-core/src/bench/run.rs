@@ -1,0 +1,150 @@
+//! One run over any backend: refusals first (before anything touches the server or the
+//! disk), preflight (the server's facts, the data set verified and maintained), the plan,
+//! the result folder, the sessions, the window between the collector's snapshots,
+//! result.json and report.txt.
+
+use std::future::Future;
+
+use crate::Config;
+use crate::backend::{Backend, BackendError, WindowCollector, WindowFigures};
+use crate::config::RunEngine;
+use crate::dbstats::CalibrationCompare;
+use crate::driver::{drive, drive_loops};
+use crate::interrupt::Interrupts;
+use crate::output;
+use crate::plan::RunPlan;
+use crate::result::{RunContext, RunResult};
+
+use super::publish::{Output, progress_line, publish};
+
+/// Puts a run's database reads beside a calibration's device figures at the same load:
+/// (sessions, DB read IOPS, average read latency µs) -> the comparison.
+pub type Calibrate<'a> =
+    &'a (dyn Fn(u32, Option<f64>, Option<f64>) -> Option<CalibrationCompare> + Sync);
+
+/// Runs `work` until it ends or the first interrupt arrives (then the run fails, exit 1).
+async fn interruptible<T>(
+    work: impl Future<Output = Result<T, BackendError>>,
+    interrupts: &Interrupts,
+) -> Result<T, BackendError> {
+    tokio::select! {
+        r = work => r,
+        by = interrupts.clone().reached(1) => Err(BackendError::failed(format!(
+            "run interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"
+        ))),
+    }
+}
+
+/// One measured window on `backend`, its result written to the run's folder.
+pub async fn run<B: Backend>(
+    backend: &mut B,
+    config: &Config,
+    output: &Output<'_>,
+    interrupts: Interrupts,
+    calibrate: Option<Calibrate<'_>>,
+) -> Result<RunResult, BackendError> {
+    config.validate()?;
+    backend.refuse(config)?;
+    if config.run.engine == RunEngine::Server && !backend.server_loop() {
+        return Err(BackendError::usage(format!(
+            "run.engine: server runs the loop inside PostgreSQL; {} has no server-side loop in dbio: use run.engine: client",
+            backend.name()
+        )));
+    }
+    let facts = interruptible(backend.preflight(config), &interrupts).await?;
+    for n in &facts.notes {
+        output.note(&format!("run: {n}"));
+    }
+    let r = &config.run;
+    let out_dir = output::result_dir(
+        r.out.as_deref(),
+        r.label.as_deref().unwrap_or("run"),
+        r.overwrite,
+    )?;
+    let plan = RunPlan::new(
+        config,
+        facts.block_size,
+        facts.schema_names.clone(),
+        facts.target.clone(),
+        &out_dir,
+        output.quiet,
+    )?;
+    output.note(&format!(
+        "run: {} reader(s), {} writer(s) on {} ({}); connecting and preparing",
+        r.readers, r.writers, facts.target, facts.describe
+    ));
+    let mut environment = facts.environment;
+    let mut warnings = facts.warnings;
+    let sessions_n = plan.specs().len();
+    let (outcome, collector) = match plan.engine() {
+        RunEngine::Client => {
+            let opened = interruptible(backend.open_sessions(&plan), &interrupts).await?;
+            environment.session_tls = opened.tls;
+            let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;
+            output.note(&format!("run: {sessions_n} sessions ready; measuring"));
+            let outcome = drive(
+                opened.sessions,
+                plan.drive(),
+                interrupts.clone(),
+                |p| output.note(&progress_line(p)),
+                || collector.begin(),
+            )
+            .await;
+            (outcome, collector)
+        }
+        RunEngine::Server => {
+            let opened = interruptible(backend.open_loop_sessions(&plan), &interrupts).await?;
+            environment.session_tls = opened.tls;
+            let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;
+            output.note(&format!(
+                "run: {sessions_n} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
+                r.run_time
+            ));
+            let outcome = drive_loops(
+                opened.sessions,
+                plan.run_time(),
+                plan.drive().grace,
+                interrupts.clone(),
+                || collector.begin(),
+            )
+            .await;
+            warnings.push(
+                "run.engine server: latencies are upper bounds of power-of-two buckets timed inside the database \
+                 (clock_timestamp()), not client round trips; there is no time series; client CPU is dbio's \
+                 idle cost, not a per-operation cost"
+                    .into(),
+            );
+            (outcome, collector)
+        }
+    };
+    let measured_s = outcome.measured_s;
+    // A second interrupt means "now": the result is written without the "after" snapshot.
+    let collected = tokio::select! {
+        c = collector.end(measured_s) => c,
+        by = interrupts.clone().reached(2) => WindowFigures::skipped(format!(
+            "database statistics were not collected: {by} a second time ended the run at once"
+        )),
+    };
+    warnings.extend(collected.warnings);
+    for (name, body) in &collected.files {
+        output::write_atomic(&out_dir.join(name), body)?;
+    }
+    let db_read_iops = collected.db.as_ref().map(|d| d.read_iops);
+    let db_latency = collected.db.as_ref().and_then(|d| d.avg_read_latency_us);
+    let calibration = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
+    let result = RunResult::build(
+        RunContext {
+            config: plan.config().clone(),
+            environment,
+            warnings,
+            db: collected.db,
+            waits: collected.waits,
+            device: collected.device,
+            calibration,
+        },
+        plan.window(),
+        outcome,
+    );
+    publish(&result, &out_dir, output)?;
+    Ok(result)
+}

@@ -1,0 +1,191 @@
+//! The PostgreSQL backend of the one run pipeline (core's `bench::run`): preflight through
+//! `run::preflight`, the sessions of either loop, and the AWR-like collector.
+
+use dbio_core::Config;
+use dbio_core::backend::{
+    Backend, BackendError, Opened, ServerFacts, WindowCollector as CoreCollector, WindowFigures,
+};
+use dbio_core::dataset::DataSetPlan;
+use dbio_core::driver::session_specs;
+use dbio_core::plan::RunPlan;
+use dbio_core::result::SessionTls;
+
+use crate::collector::{CollectorOptions, IoTiming, WindowCollector};
+use crate::conn::Target;
+use crate::error::PgError;
+use crate::run::{self, LoopPlan, Preflight};
+use crate::scratch;
+use crate::session::{PgLoopSession, PgSession};
+use crate::tls::Negotiated;
+
+impl From<PgError> for BackendError {
+    fn from(e: PgError) -> Self {
+        BackendError {
+            exit_code: e.exit_code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A PostgreSQL target, and what preflight and the sessions learned of it.
+pub struct PgBackend {
+    target: Target,
+    pre: Option<Preflight>,
+    /// track_io_timing is on in every session.
+    io_timing: bool,
+}
+
+impl PgBackend {
+    pub fn new(target: Target) -> PgBackend {
+        PgBackend {
+            target,
+            pre: None,
+            io_timing: false,
+        }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn pre(&self) -> Result<&Preflight, BackendError> {
+        self.pre
+            .as_ref()
+            .ok_or_else(|| BackendError::failed("the run's preflight has not run"))
+    }
+}
+
+fn tls_of<'a>(tls: impl Iterator<Item = Option<&'a Negotiated>>) -> SessionTls {
+    SessionTls::of(tls.map(|t| t.map(|n| (n.protocol.as_str(), n.cipher.as_str()))))
+}
+
+impl WindowCollector {
+    fn figures(c: crate::collector::Collected) -> WindowFigures {
+        WindowFigures {
+            db: c.db,
+            waits: c.waits,
+            device: c.device,
+            warnings: c.warnings,
+            files: Vec::new(),
+        }
+    }
+}
+
+impl CoreCollector for WindowCollector {
+    async fn begin(&mut self) -> Result<(), String> {
+        WindowCollector::begin(self).await
+    }
+    async fn end(self, window_s: f64) -> WindowFigures {
+        WindowCollector::figures(WindowCollector::end(self, window_s).await)
+    }
+}
+
+impl Backend for PgBackend {
+    type Session = PgSession;
+    type LoopSession = PgLoopSession;
+    type Collector = WindowCollector;
+
+    fn name(&self) -> &'static str {
+        "PostgreSQL"
+    }
+
+    fn refuse(&self, config: &Config) -> Result<(), BackendError> {
+        if config.collector.drop_caches && !(self.target.is_local() && scratch::is_root()) {
+            return Err(BackendError::usage(
+                "collector.drop_caches (--drop-caches) needs root on the server's host: the target is remote or dbio is not root",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn preflight(&mut self, config: &Config) -> Result<ServerFacts, BackendError> {
+        // Schema names do not depend on the block size; the sessions' count bounds the
+        // connections preflight checks are free.
+        let names = DataSetPlan::new(&config.data, 8192).schema_names();
+        let r = &config.run;
+        let specs = session_specs(r.readers, r.writers, &names, r.hot_schema);
+        let pre = run::preflight(&self.target, config, &specs).await?;
+        let facts = ServerFacts {
+            block_size: pre.info.block_size,
+            schema_names: names,
+            target: self.target.redacted(),
+            environment: pre.environment.clone(),
+            warnings: pre.warnings.clone(),
+            notes: pre.notes.clone(),
+            describe: format!("PostgreSQL {}", pre.info.version),
+        };
+        self.pre = Some(pre);
+        Ok(facts)
+    }
+
+    async fn open_sessions(&mut self, plan: &RunPlan) -> Result<Opened<PgSession>, BackendError> {
+        let major = self.pre()?.info.major();
+        let sessions = run::open_sessions(
+            &self.target,
+            plan.specs(),
+            plan.redo_stress(),
+            major,
+            plan.config().target.statement_timeout.0,
+        )
+        .await?;
+        self.io_timing = sessions.iter().all(|(_, s)| s.io_timing);
+        let tls = tls_of(sessions.iter().map(|(_, s)| s.tls()));
+        Ok(Opened {
+            sessions,
+            tls: Some(tls),
+        })
+    }
+
+    async fn open_loop_sessions(
+        &mut self,
+        plan: &RunPlan,
+    ) -> Result<Opened<PgLoopSession>, BackendError> {
+        let major = self.pre()?.info.major();
+        let w = plan.workload();
+        let sessions = run::open_loop_sessions(
+            &self.target,
+            plan.specs(),
+            plan.redo_stress(),
+            major,
+            &LoopPlan {
+                scale_blocks: w.scale_blocks,
+                work_unit: w.work_unit,
+                update_work_unit: w.update_work_unit,
+                update_pct: plan.config().run.update_pct,
+                seed: plan.config().run.seed,
+                run_time: plan.run_time(),
+            },
+        )
+        .await?;
+        self.io_timing = sessions.iter().all(|(_, s)| s.io_timing);
+        let tls = tls_of(sessions.iter().map(|(_, s)| s.tls()));
+        Ok(Opened {
+            sessions,
+            tls: Some(tls),
+        })
+    }
+
+    fn server_loop(&self) -> bool {
+        true
+    }
+
+    async fn collector(&mut self, plan: &RunPlan) -> Result<WindowCollector, BackendError> {
+        let pre = self.pre()?;
+        let c = &plan.config().collector;
+        let opts = CollectorOptions {
+            major: pre.info.major(),
+            block_size: plan.block_size(),
+            schemas: plan.schema_names().to_vec(),
+            timing: if self.io_timing {
+                IoTiming::On
+            } else {
+                IoTiming::Off
+            },
+            data_path: pre.data_path.clone(),
+            drop_caches: c.drop_caches,
+            direct_io: pre.direct_io,
+            sample_period: c.sample_period.0,
+        };
+        Ok(WindowCollector::connect(&self.target, opts).await?)
+    }
+}
