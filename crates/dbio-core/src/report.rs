@@ -83,7 +83,7 @@ pub fn render_text(r: &RunResult) -> String {
         match (w.run_time_s, w.work_loop) {
             (Some(t), _) => format!("run_time {t} s"),
             (_, Some(n)) => format!("work_loop {n} ops per session"),
-            _ => w.mode.clone(),
+            _ => w.mode.to_string(),
         }
     );
     let run = &r.config.run;

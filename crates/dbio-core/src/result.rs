@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Engine};
 use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
-use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
+use crate::driver::{
+    CpuUsage, DriveOutcome, EndedBy, IntervalRow, RunStatus, SessionOutcome, WindowSpec,
+};
 use crate::error::CoreError;
 use crate::stats::{LatencySummary, encode_histogram};
 use crate::workload::OpKind;
@@ -119,6 +121,24 @@ pub struct DataSetInfo {
     pub schemas_used: Vec<String>,
 }
 
+/// What bounds the measured window: a time (`run.run_time`) or a count of operations per
+/// session (`run.work_loop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowMode {
+    RunTime,
+    WorkLoop,
+}
+
+impl std::fmt::Display for WindowMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WindowMode::RunTime => "run_time",
+            WindowMode::WorkLoop => "work_loop",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     /// Start and end of the measured window, UTC.
@@ -128,7 +148,7 @@ pub struct Window {
     pub measured_s: f64,
     pub warmup_s: f64,
     /// `run_time` or `work_loop`.
-    pub mode: String,
+    pub mode: WindowMode,
     pub run_time_s: Option<f64>,
     pub work_loop: Option<u64>,
 }
@@ -205,7 +225,7 @@ impl RunResult {
             ));
         }
         for s in &outcome.sessions {
-            if s.ended_by == "error" && outcome.status == RunStatus::Ok {
+            if s.ended_by == EndedBy::Error && outcome.status == RunStatus::Ok {
                 warnings.push(format!(
                     "{} stopped early after an error: its schema saw less load",
                     s.spec.name
@@ -237,8 +257,8 @@ impl RunResult {
                 measured_s: secs,
                 warmup_s: outcome.warmup_s,
                 mode: match window_spec {
-                    WindowSpec::Time(_) => "run_time".into(),
-                    WindowSpec::Loops(_) => "work_loop".into(),
+                    WindowSpec::Time(_) => WindowMode::RunTime,
+                    WindowSpec::Loops(_) => WindowMode::WorkLoop,
                 },
                 run_time_s: match window_spec {
                     WindowSpec::Time(d) => Some(d.as_secs_f64()),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::coordinator::{Shared, Timeline, stop_cause};
-use super::outcome::{RunStatus, SessionError, SessionHistograms, SessionOutcome};
+use super::outcome::{EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome};
 use super::session::{OpError, Session, SessionSpec};
 use super::timeseries::Live;
 use crate::config::OnError;
@@ -121,11 +121,11 @@ pub(super) fn on_op_error(
                 e.message
             ),
         );
-        outcome.ended_by = "error".into();
+        outcome.ended_by = EndedBy::Error;
         return true;
     }
     if e.fatal {
-        outcome.ended_by = "error".into();
+        outcome.ended_by = EndedBy::Error;
         return true;
     }
     false
@@ -184,7 +184,7 @@ pub(super) fn session_loop<S: Session>(
     let mut measured: u64 = 0;
     loop {
         if ctx.shared.stopped() {
-            if outcome.ended_by != "error" {
+            if outcome.ended_by != EndedBy::Error {
                 outcome.ended_by = stop_cause(&ctx.shared);
             }
             break;

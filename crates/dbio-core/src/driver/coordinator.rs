@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, watch};
 
 use super::client_loop::{Arrival, Arrivals, SessionCtx, session_loop};
-use super::outcome::{DriveOutcome, RunStatus, SessionOutcome, merge_histograms};
+use super::outcome::{DriveOutcome, EndedBy, RunStatus, SessionOutcome, merge_histograms};
 use super::session::{Canceller, Session, SessionSpec};
 use super::timeseries::{Live, Progress, ProgressAcc, drain};
 use super::usage::{cpu_now, cpu_since};
@@ -467,7 +467,7 @@ impl Stragglers {
     pub(super) fn arrived(&mut self, outcome: &mut SessionOutcome) {
         self.pending.remove(&outcome.spec.index);
         if self.closed.contains(&outcome.spec.index) {
-            outcome.ended_by = "lost".into();
+            outcome.ended_by = EndedBy::Lost;
         }
     }
 
@@ -503,10 +503,13 @@ impl Stragglers {
         let grace_s = self.grace.as_secs_f64();
         for (_, (spec, _)) in self.pending {
             let mut o = SessionOutcome::new(spec);
-            o.ended_by = "lost".into();
+            o.ended_by = EndedBy::Lost;
             outcomes.push(o);
         }
-        let lost = outcomes.iter().filter(|o| o.ended_by == "lost").count() as u32;
+        let lost = outcomes
+            .iter()
+            .filter(|o| o.ended_by == EndedBy::Lost)
+            .count() as u32;
         if lost > 0 {
             let what = format!(
                 "{lost} session(s) did not answer within {grace_s} s and were counted lost \
@@ -536,14 +539,14 @@ pub(super) fn cancel_all(cancellers: &[Canceller]) {
     }
 }
 
-pub(super) fn stop_cause(shared: &Shared) -> String {
+pub(super) fn stop_cause(shared: &Shared) -> EndedBy {
     match shared
         .reason
         .lock()
         .ok()
         .and_then(|r| r.as_ref().map(|(s, _)| *s))
     {
-        Some(RunStatus::Interrupted) => "interrupted".into(),
-        _ => "aborted".into(),
+        Some(RunStatus::Interrupted) => EndedBy::Interrupted,
+        _ => EndedBy::Aborted,
     }
 }

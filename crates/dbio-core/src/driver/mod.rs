@@ -20,7 +20,7 @@ mod usage;
 
 pub use coordinator::drive;
 pub use outcome::{
-    CpuUsage, DriveOutcome, RunStatus, SessionError, SessionHistograms, SessionOutcome,
+    CpuUsage, DriveOutcome, EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome,
 };
 pub use server_loop::{LoopCounts, LoopSession, drive_loops};
 pub use session::{Canceller, OpError, Session, SessionSpec, session_specs};
@@ -265,7 +265,11 @@ mod tests {
         .await;
         assert_eq!(out.status, RunStatus::Interrupted);
         assert!(out.measured_s < 1.0, "{}", out.measured_s);
-        assert!(out.sessions.iter().all(|s| s.ended_by == "interrupted"));
+        assert!(
+            out.sessions
+                .iter()
+                .all(|s| s.ended_by == EndedBy::Interrupted)
+        );
     }
 
     /// A session whose server stops answering after `answers` operations: its call blocks
@@ -353,8 +357,8 @@ mod tests {
             assert_eq!(out.sessions_lost, 1, "closable {closable}");
             assert_eq!(out.sessions.len(), 2, "the lost session is in the result");
             let lost = &out.sessions[1];
-            assert_eq!(lost.ended_by, "lost");
-            assert_eq!(out.sessions[0].ended_by, "interrupted");
+            assert_eq!(lost.ended_by, EndedBy::Lost);
+            assert_eq!(out.sessions[0].ended_by, EndedBy::Interrupted);
             if closable {
                 assert_eq!(lost.ops[0], 20, "what it measured before is kept");
             } else {

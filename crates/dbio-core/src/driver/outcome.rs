@@ -31,6 +31,40 @@ impl RunStatus {
     }
 }
 
+/// Why a session stopped, as result.json names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndedBy {
+    /// The window ended (its time, or its operations).
+    Window,
+    /// The user stopped the run.
+    Interrupted,
+    /// Another session's error stopped the run.
+    Aborted,
+    /// Its own error stopped it.
+    Error,
+    /// It did not answer within the grace once the run was ending.
+    Lost,
+}
+
+impl EndedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndedBy::Window => "window",
+            EndedBy::Interrupted => "interrupted",
+            EndedBy::Aborted => "aborted",
+            EndedBy::Error => "error",
+            EndedBy::Lost => "lost",
+        }
+    }
+}
+
+impl std::fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A session error as the result reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionError {
@@ -54,7 +88,7 @@ pub struct SessionOutcome {
     /// Why the session stopped: `window`, `interrupted`, `aborted`, `error`, or `lost`: it did
     /// not answer within the grace once the run was ending (its connection was shut down;
     /// what it measured before is kept when its thread handed it back).
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     #[serde(skip)]
     pub histograms: Option<Box<SessionHistograms>>,
     #[serde(skip)]
@@ -71,7 +105,7 @@ impl SessionOutcome {
             errors: [0; 2],
             rows: [0; 2],
             first_error: None,
-            ended_by: "window".into(),
+            ended_by: EndedBy::Window,
             histograms: None,
             last_end_at: None,
         }

@@ -11,7 +11,8 @@ use super::coordinator::{
     END_SLACK, SESSION_STACK, Shared, Stragglers, Timeline, cancel_all, sleep_until_opt, stop_cause,
 };
 use super::outcome::{
-    DriveOutcome, RunStatus, SessionError, SessionHistograms, SessionOutcome, merge_histograms,
+    DriveOutcome, EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome,
+    merge_histograms,
 };
 use super::session::{Canceller, OpError, SessionSpec};
 use super::usage::{cpu_now, cpu_since};
@@ -117,7 +118,7 @@ where
                             Err(_) if sh.stopped() => outcome.ended_by = stop_cause(&sh),
                             Err(e) => {
                                 outcome.errors[0] = 1;
-                                outcome.ended_by = "error".into();
+                                outcome.ended_by = EndedBy::Error;
                                 outcome.first_error = Some(SessionError {
                                     at_s: timeline.offset_s(t1),
                                     kind: OpKind::Read,

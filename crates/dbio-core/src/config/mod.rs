@@ -4,6 +4,8 @@
 //! Every section denies unknown keys, so a typo is an error that names the key and its line
 //! rather than a silently ignored setting.
 
+pub mod thresholds;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,7 +38,7 @@ pub struct Config {
     pub run: RunConfig,
     pub collector: CollectorConfig,
     pub ramp: RampConfig,
-    pub regress: crate::regress::RegressConfig,
+    pub regress: thresholds::RegressConfig,
     /// The PostgreSQL container scripts/nightly.sh starts when docker or podman is there.
     pub container: ContainerConfig,
 }
@@ -288,7 +290,7 @@ impl Default for Config {
             run: RunConfig::default(),
             collector: CollectorConfig::default(),
             ramp: RampConfig::default(),
-            regress: crate::regress::RegressConfig::default(),
+            regress: thresholds::RegressConfig::default(),
             container: ContainerConfig::default(),
         }
     }
