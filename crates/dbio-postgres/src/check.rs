@@ -59,7 +59,9 @@ async fn check_schema(
         .query_one(&sql::rows_and_blocks(name), &[])
         .await
         .map_err(|e| PgError::from_db(format!("counting the rows of {name}.cf1"), &e))?;
-    let (rows, blocks) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+    let what = format!("the rows of {name}.cf1");
+    let rows = marker::col::<i64>(&row, 0, &what)?.max(0) as u64;
+    let blocks = marker::col::<i64>(&row, 1, &what)?.max(0) as u64;
     if rows == plan.scale_blocks {
         c.facts.push(format!("rows {rows}/{}", plan.scale_blocks));
     } else {

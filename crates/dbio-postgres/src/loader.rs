@@ -244,7 +244,9 @@ async fn check_tablespace(client: &Client, ts: &str) -> Result<()> {
         .query_one(sql::TABLESPACE_USABLE, &[&ts])
         .await
         .map_err(|e| PgError::from_db(format!("reading tablespace {ts}"), &e))?;
-    let (exists, usable): (bool, bool) = (row.get(0), row.get(1));
+    let what = format!("tablespace {ts}");
+    let (exists, usable): (bool, bool) =
+        (marker::col(&row, 0, &what)?, marker::col(&row, 1, &what)?);
     if !exists {
         return Err(PgError::Usage(format!(
             "tablespace `{ts}` does not exist; create it first (CREATE TABLESPACE {} LOCATION '/path/on/the/device'), dbio never creates tablespaces",
@@ -360,8 +362,8 @@ async fn decide(
                 let bytes: i64 = client
                     .query_one(sql::TOTAL_RELATION_SIZE, &[&oid])
                     .await
-                    .map_err(|e| PgError::from_db(format!("reading the size of {name}.cf1"), &e))?
-                    .get(0);
+                    .map_err(|e| PgError::from_db(format!("reading the size of {name}.cf1"), &e))
+                    .and_then(|r| marker::col(&r, 0, &format!("the size of {name}.cf1")))?;
                 Some((oid, bytes.max(0) as u64))
             }
             _ => None,
@@ -585,5 +587,9 @@ async fn relation_sizes(client: &Client, name: &str) -> Result<(u64, u64)> {
         .query_one(&sql::relation_sizes(name), &[])
         .await
         .map_err(|e| PgError::from_db(format!("reading the size of {name}"), &e))?;
-    Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+    let what = format!("the size of {name}");
+    Ok((
+        marker::col::<i64>(&row, 0, &what)?.max(0) as u64,
+        marker::col::<i64>(&row, 1, &what)?.max(0) as u64,
+    ))
 }

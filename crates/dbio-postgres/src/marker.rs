@@ -267,17 +267,21 @@ pub async fn inspect_schemas(
         .query(sql::SCHEMAS_BY_NAME, &[&names])
         .await
         .map_err(|e| PgError::from_db("reading the schemas", &e))?;
-    Ok(names
+    names
         .iter()
         .map(|name| {
-            let found = rows.iter().find(|r| r.get::<_, String>(0) == *name);
+            let found = rows
+                .iter()
+                .find(|r| col::<String>(r, 0, "a schema's name").is_ok_and(|n| n == *name));
             let own = match found {
                 None => Ownership::Absent,
-                Some(r) => parse_comment(r.get::<_, Option<String>>(1).as_deref()),
+                Some(r) => {
+                    parse_comment(col::<Option<String>>(r, 1, "a schema's comment")?.as_deref())
+                }
             };
-            (name.clone(), own)
+            Ok((name.clone(), own))
         })
-        .collect())
+        .collect::<Result<Vec<_>>>()
 }
 
 /// What a schema's mark says against the data set asked for, for `check` and `run`: `Err` when
@@ -368,10 +372,14 @@ pub async fn table(client: &Client, schema: &str, id: Option<&str>) -> Result<Ta
         .map_err(|e| PgError::from_db(format!("reading table {schema}.cf1"), &e))?;
     Ok(match row {
         None => Table::Missing,
-        Some(r) if is_marked(r.get::<_, Option<String>>(1).as_deref(), id) => {
-            Table::Ours(r.get::<_, u32>(0))
+        Some(r) => {
+            let what = format!("table {schema}.cf1");
+            if is_marked(col::<Option<String>>(&r, 1, &what)?.as_deref(), id) {
+                Table::Ours(col::<u32>(&r, 0, &what)?)
+            } else {
+                Table::Foreign
+            }
         }
-        Some(_) => Table::Foreign,
     })
 }
 
@@ -388,17 +396,21 @@ pub async fn dependents(
         .query(sql::DEPENDENTS, &[&table_oid])
         .await
         .map_err(|e| PgError::from_db(format!("reading what depends on {schema}.cf1"), &e))?;
-    Ok(rows
-        .iter()
-        .filter(|r| {
-            // dbio's own index is the one dependent that carries the data set's mark.
-            let desc: Option<String> = r.get(0);
-            let comment: Option<String> = r.get(1);
-            !(is_marked(comment.as_deref(), id)
-                && desc.is_some_and(|d| d.starts_with("index ") && d.ends_with(sql::INDEX)))
-        })
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect())
+    let what = format!("what depends on {schema}.cf1");
+    let mut out = Vec::new();
+    for r in &rows {
+        let desc: Option<String> = col(r, 0, &what)?;
+        let comment: Option<String> = col(r, 1, &what)?;
+        // dbio's own index is the one dependent that carries the data set's mark.
+        let ours = is_marked(comment.as_deref(), id)
+            && desc
+                .as_deref()
+                .is_some_and(|d| d.starts_with("index ") && d.ends_with(sql::INDEX));
+        if !ours && let Some(d) = desc {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 /// Objects in the schema that dbio did not create (all but its marked table and index): the
@@ -412,18 +424,21 @@ pub async fn foreign_objects(
         .query(sql::SCHEMA_OBJECTS, &[&schema])
         .await
         .map_err(|e| PgError::from_db(format!("listing the objects of {schema}"), &e))?;
-    Ok(rows
-        .iter()
-        .filter(|r| {
-            let name: Option<String> = r.get(1);
-            let comment: Option<String> = r.get(2);
-            !(name
-                .as_deref()
-                .is_some_and(|n| n == sql::TABLE || n == sql::INDEX)
-                && is_marked(comment.as_deref(), id))
-        })
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect())
+    let what = format!("the objects of {schema}");
+    let mut out = Vec::new();
+    for r in &rows {
+        let desc: Option<String> = col(r, 0, &what)?;
+        let name: Option<String> = col(r, 1, &what)?;
+        let comment: Option<String> = col(r, 2, &what)?;
+        let ours = name
+            .as_deref()
+            .is_some_and(|n| n == sql::TABLE || n == sql::INDEX)
+            && is_marked(comment.as_deref(), id);
+        if !ours && let Some(d) = desc {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 pub async fn set_schema_mark(client: &Client, schema: &str, mark: &SchemaMark) -> Result<()> {
@@ -431,6 +446,17 @@ pub async fn set_schema_mark(client: &Client, schema: &str, mark: &SchemaMark) -
         .batch_execute(&sql::comment_schema(schema, &mark.to_comment()))
         .await
         .map_err(|e| PgError::from_db(format!("marking schema {schema}"), &e))
+}
+
+/// Column `idx` of a row the catalog returned, typed; a NULL or a type the query did not
+/// promise is an error naming `what`, never a panic.
+pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    idx: usize,
+    what: &str,
+) -> Result<T> {
+    row.try_get(idx)
+        .map_err(|e| PgError::from_db(format!("reading {what}"), &e))
 }
 
 /// Every data set on the target database, as the marks of its schemas describe it, with

@@ -52,8 +52,8 @@ pub async fn preflight(
     let free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
         .await
-        .map_err(|e| PgError::from_db("reading max_connections", &e))?
-        .get(0);
+        .map_err(|e| PgError::from_db("reading max_connections", &e))
+        .and_then(|r| marker::col(&r, 0, "the free connection slots"))?;
     // The sessions, plus the collector's and the sampler's connections.
     if specs.len() as i64 + 2 > free as i64 {
         return Err(PgError::Usage(format!(
@@ -69,8 +69,13 @@ pub async fn preflight(
         .await
         .map_err(|e| PgError::from_db("reading the server's settings", &e))?
         .iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, Option<String>>(1)))
-        .collect();
+        .map(|r| {
+            Ok((
+                marker::col::<String>(r, 0, "a setting's name")?,
+                marker::col::<Option<String>>(r, 1, "a setting's value")?,
+            ))
+        })
+        .collect::<Result<_>>()?;
     if !info.track_io_timing {
         warnings.push(
             "track_io_timing is off: the database cannot time its reads; set track_io_timing = on"
@@ -138,10 +143,11 @@ async fn data_path(
             .await
             .map_err(|e| PgError::from_db("reading the data directory", &e))?,
     };
-    Ok(row
-        .and_then(|r| r.get::<_, Option<String>>(0))
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from))
+    let path = match row {
+        Some(r) => marker::col::<Option<String>>(&r, 0, "the data directory")?,
+        None => None,
+    };
+    Ok(path.filter(|p| !p.is_empty()).map(std::path::PathBuf::from))
 }
 
 /// Refuses a data set that `check` would reject on its marks or catalog (a usage error, exit

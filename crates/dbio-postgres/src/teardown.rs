@@ -87,8 +87,8 @@ async fn list(client: &Client, prefix: &str) -> Result<TeardownPlan> {
         .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
     let mut out = TeardownPlan::default();
     for r in rows {
-        let schema: String = r.get(0);
-        let comment: Option<String> = r.get(1);
+        let schema: String = marker::col(&r, 0, "a schema's name")?;
+        let comment: Option<String> = marker::col(&r, 1, "a schema's comment")?;
         match marker::parse_comment(comment.as_deref()) {
             Ownership::Dbio(mark) if mark.prefix == prefix && mark.names(&schema) => {
                 let id = Some(mark.id.as_str());

@@ -51,16 +51,19 @@ pub async fn run<B: Backend>(
             backend.name()
         )));
     }
-    let facts = interruptible(backend.preflight(config), &interrupts).await?;
-    for n in &facts.notes {
-        output.note(&format!("run: {n}"));
-    }
+    // The result folder is checked (new or empty, writable) before preflight's VACUUM and
+    // CHECKPOINT: a refusal changes nothing on the server. An empty folder left by a
+    // preflight that fails is no obstacle to the next run.
     let r = &config.run;
     let out_dir = output::result_dir(
         r.out.as_deref(),
         r.label.as_deref().unwrap_or("run"),
         r.overwrite,
     )?;
+    let facts = interruptible(backend.preflight(config), &interrupts).await?;
+    for n in &facts.notes {
+        output.note(&format!("run: {n}"));
+    }
     let plan = RunPlan::new(
         config,
         facts.block_size,
