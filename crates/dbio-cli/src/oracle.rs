@@ -41,7 +41,7 @@ async fn blocking<T: Send + 'static>(
 #[cfg(feature = "oracle")]
 mod enabled {
     use dbio_core::backend::BackendError;
-    use dbio_core::bench::{self, Calibrate};
+    use dbio_core::bench::{self, Calibrate, RampOutcome, RampProgress};
     use dbio_core::result::RunResult;
     use dbio_oracle::backend::{OracleBackend, cache_warning, facts, timeouts};
     use dbio_oracle::client;
@@ -106,6 +106,30 @@ mod enabled {
         Ok(if yes { 0 } else { 1 })
     }
 
+    /// A ramp against Oracle through the one pipeline.
+    pub async fn ramp(
+        config: &Config,
+        admin: ConnectString,
+        line: &(dyn Fn(&str) + Sync),
+        quiet: bool,
+        progress: &dyn RampProgress,
+        calibration: Option<Calibrate<'_>>,
+    ) -> Result<RampOutcome, Failure> {
+        let target = admin.redacted();
+        let mut backend = OracleBackend::new(admin, config);
+        Ok(bench::ramp(
+            &mut backend,
+            config,
+            &target,
+            line,
+            quiet,
+            progress,
+            crate::signals::interrupts(),
+            calibration,
+        )
+        .await?)
+    }
+
     /// One run against Oracle through the one pipeline: the same plan, driver, result.json
     /// and report as PostgreSQL, with V$ figures and Oracle's event names.
     pub async fn run(
@@ -128,11 +152,11 @@ mod enabled {
 }
 
 #[cfg(feature = "oracle")]
-pub use enabled::{check, run, setup, teardown};
+pub use enabled::{check, ramp, run, setup, teardown};
 
 #[cfg(not(feature = "oracle"))]
 mod disabled {
-    use dbio_core::bench::Calibrate;
+    use dbio_core::bench::{Calibrate, RampOutcome, RampProgress};
     use dbio_core::result::RunResult;
 
     use super::*;
@@ -155,7 +179,17 @@ mod disabled {
     ) -> Result<RunResult, Failure> {
         Err(OracleError::NotBuilt.into())
     }
+    pub async fn ramp(
+        _: &Config,
+        _: ConnectString,
+        _: &(dyn Fn(&str) + Sync),
+        _: bool,
+        _: &dyn RampProgress,
+        _: Option<Calibrate<'_>>,
+    ) -> Result<RampOutcome, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
 }
 
 #[cfg(not(feature = "oracle"))]
-pub use disabled::{check, run, setup, teardown};
+pub use disabled::{check, ramp, run, setup, teardown};

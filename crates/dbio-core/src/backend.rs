@@ -140,6 +140,13 @@ pub trait Backend {
     /// Whether this backend can run the operation loop inside the database.
     fn server_loop(&self) -> bool;
 
+    /// Waits up to `timeout` for the server to accept connections again (after a failed
+    /// ramp step: it may be restarting); true when it does, or when the backend cannot tell.
+    fn wait_ready(&self, timeout: std::time::Duration) -> impl Future<Output = bool> {
+        let _ = timeout;
+        std::future::ready(true)
+    }
+
     /// The collector for the window; called once the sessions are open.
     fn collector(
         &mut self,

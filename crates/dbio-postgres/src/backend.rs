@@ -169,6 +169,10 @@ impl Backend for PgBackend {
         true
     }
 
+    async fn wait_ready(&self, timeout: std::time::Duration) -> bool {
+        self.target.wait_ready(timeout).await
+    }
+
     async fn collector(&mut self, plan: &RunPlan) -> Result<WindowCollector, BackendError> {
         let pre = self.pre()?;
         let c = &plan.config().collector;

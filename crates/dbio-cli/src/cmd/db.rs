@@ -2,7 +2,7 @@
 //! core's one pipeline (`bench::run`), whichever it is.
 
 use dbio_core::Config;
-use dbio_core::bench::{self, Calibrate, Output};
+use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
 use dbio_core::config::Engine;
 use dbio_core::result::RunResult;
 use dbio_oracle::ConnectString;
@@ -31,20 +31,35 @@ impl Db {
         })
     }
 
-    /// The target as results show it (no password).
-    pub(crate) fn redacted(&self) -> String {
+    /// One ramp through the pipeline: every step a run, then the ramp's files.
+    pub(crate) async fn ramp(
+        &self,
+        config: &Config,
+        line: &(dyn Fn(&str) + Sync),
+        quiet: bool,
+        progress: &dyn RampProgress,
+    ) -> Result<RampOutcome, Failure> {
+        let calibration = load_calibration(config)?;
+        let compare = compare_with(&calibration);
+        let calibrate = calibration.as_ref().map(|_| &compare as Calibrate);
         match self {
-            Db::Postgres(t) => t.redacted(),
-            Db::Oracle(c) => c.redacted(),
-        }
-    }
-
-    /// Waits up to `timeout` for the server to accept connections again (after a failed
-    /// ramp step); true when it does. Oracle: not probed.
-    pub(crate) async fn wait_ready(&self, timeout: std::time::Duration) -> bool {
-        match self {
-            Db::Postgres(t) => t.wait_ready(timeout).await,
-            Db::Oracle(_) => true,
+            Db::Postgres(t) => {
+                let mut backend = PgBackend::new(t.as_ref().clone());
+                Ok(bench::ramp(
+                    &mut backend,
+                    config,
+                    &t.redacted(),
+                    line,
+                    quiet,
+                    progress,
+                    interrupts(),
+                    calibrate,
+                )
+                .await?)
+            }
+            Db::Oracle(admin) => {
+                crate::oracle::ramp(config, admin.clone(), line, quiet, progress, calibrate).await
+            }
         }
     }
 
@@ -65,5 +80,29 @@ impl Db {
                 crate::oracle::run(config, admin.clone(), output, calibration).await
             }
         }
+    }
+}
+
+/// The calibration `run.calibration` names, read once (exit 2 when it cannot be).
+pub(crate) fn load_calibration(
+    config: &Config,
+) -> Result<Option<(String, dbio_calibrate::Calibration)>, Failure> {
+    match &config.run.calibration {
+        Some(file) => Ok(Some((
+            file.display().to_string(),
+            dbio_calibrate::Calibration::read(file).map_err(|e| Failure::new(2, e))?,
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// The device's figures at the run's load beside the database's.
+pub(crate) fn compare_with(
+    calibration: &Option<(String, dbio_calibrate::Calibration)>,
+) -> impl Fn(u32, Option<f64>, Option<f64>) -> Option<dbio_core::dbstats::CalibrationCompare> + Sync + '_
+{
+    move |readers, iops, latency| {
+        let (file, c) = calibration.as_ref()?;
+        super::calibrate::compare_at(file, c, readers, iops, latency)
     }
 }

@@ -7,8 +7,8 @@ use dbio_core::result::RunResult;
 use dbio_core::summary::RampResult;
 
 use super::print_json;
-use super::ramp::ramp_svgs;
 use crate::Failure;
+use dbio_core::bench::ramp_svgs;
 
 /// `dbio report`: a run's result.json, a ramp's ramp.json, or a folder holding either.
 pub(super) fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {

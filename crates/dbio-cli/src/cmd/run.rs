@@ -4,7 +4,7 @@ use dbio_core::Config;
 use dbio_core::bench::Calibrate;
 use dbio_core::result::RunResult;
 
-use super::db::Db;
+use super::db::{Db, compare_with, load_calibration};
 use super::discover::{data_ask, discover};
 use super::output::{STDERR, print_json};
 use super::{RunOutput, exit_code};
@@ -50,17 +50,8 @@ pub(crate) async fn run_benchmark(
     db: &Db,
     output: &RunOutput<'_>,
 ) -> Result<RunResult, Failure> {
-    let calibration = match &config.run.calibration {
-        Some(file) => Some((
-            file.display().to_string(),
-            dbio_calibrate::Calibration::read(file).map_err(|e| Failure::new(2, e))?,
-        )),
-        None => None,
-    };
-    let compare = |readers: u32, iops: Option<f64>, latency: Option<f64>| {
-        let (file, c) = calibration.as_ref()?;
-        super::calibrate::compare_at(file, c, readers, iops, latency)
-    };
+    let calibration = load_calibration(config)?;
+    let compare = compare_with(&calibration);
     db.run(
         config,
         output,
