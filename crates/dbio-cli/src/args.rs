@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, RedoStress, RunEngine};
+use dbio_core::config::{OnError, OnStepFailure, RedoStress, SessionLoop};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -535,9 +535,9 @@ impl RunArgs {
         let r = &mut c.run;
         if let Some(v) = &self.engine {
             r.engine = if v == "server" {
-                RunEngine::Server
+                SessionLoop::Server
             } else {
-                RunEngine::Client
+                SessionLoop::Client
             };
         }
         if let Some(v) = self.run_time {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{Config, OnError, RedoStress, RunEngine};
+use crate::config::{Config, OnError, RedoStress, SessionLoop};
 use crate::driver::{DriveConfig, STOP_GRACE, SessionSpec, WindowSpec, session_specs};
 use crate::error::CoreError;
 use crate::workload::Workload;
@@ -85,7 +85,7 @@ impl RunPlan {
     pub fn window(&self) -> WindowSpec {
         self.drive.window
     }
-    pub fn engine(&self) -> RunEngine {
+    pub fn engine(&self) -> SessionLoop {
         self.config.run.engine
     }
     pub fn redo_stress(&self) -> RedoStress {

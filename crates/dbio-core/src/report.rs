@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::{Engine, RunEngine};
+use crate::config::{Database, SessionLoop};
 use crate::dbstats::WaitRow;
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
@@ -105,9 +105,9 @@ pub fn render_text(r: &RunResult) -> String {
         o,
         "engine    {}",
         match run.engine {
-            RunEngine::Client =>
+            SessionLoop::Client =>
                 "client: dbio's sessions send every operation and time its round trip",
-            RunEngine::Server => {
+            SessionLoop::Server => {
                 "server: one procedure per session loops inside the database (SLOB/pgio style); no client round trips"
             }
         }
@@ -117,9 +117,9 @@ pub fn render_text(r: &RunResult) -> String {
         o,
         "{}",
         match run.engine {
-            RunEngine::Client =>
+            SessionLoop::Client =>
                 "Client operations (latency of successful operations, µs; HDR histograms)",
-            RunEngine::Server => {
+            SessionLoop::Server => {
                 "Operations inside the database (latency timed by the server's clock_timestamp(), µs: upper bounds of power-of-two buckets)"
             }
         }
@@ -219,9 +219,9 @@ struct Words {
     background: &'static str,
 }
 
-fn words(engine: Engine) -> Words {
+fn words(engine: Database) -> Words {
     match engine {
-        Engine::Postgres => Words {
+        Database::Postgres => Words {
             read_requests: "/s (missed shared_buffers)",
             cache: "% (shared_buffers only)",
             writes: "Data-file writes",
@@ -234,7 +234,7 @@ fn words(engine: Engine) -> Words {
             foreground: "dbio sessions",
             background: "Background events (server processes, sampled)",
         },
-        Engine::Oracle => Words {
+        Database::Oracle => Words {
             read_requests: "/s (data-file read requests, as SLOB's awr_info)",
             cache: "% (buffer cache only)",
             writes: "Data-file write requests",
@@ -553,7 +553,7 @@ pub fn render_csv(r: &RunResult) -> String {
 mod tests {
     use super::*;
 
-    fn result(engine: Engine) -> RunResult {
+    fn result(engine: Database) -> RunResult {
         let config = crate::config::Config {
             engine,
             ..Default::default()
@@ -615,7 +615,7 @@ mod tests {
     // whose writes are requests and whose log is redo.
     #[test]
     fn oracle_results_use_oracle_words() {
-        let text = render_text(&result(Engine::Oracle));
+        let text = render_text(&result(Database::Oracle));
         for pg in [
             "shared_buffers",
             "WAL",
@@ -636,7 +636,7 @@ mod tests {
         ] {
             assert!(text.contains(word), "{word} missing:\n{text}");
         }
-        let pg = render_text(&result(Engine::Postgres));
+        let pg = render_text(&result(Database::Postgres));
         for word in [
             "missed shared_buffers",
             "WAL syncs",

@@ -8,7 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Engine};
+use crate::config::{Config, Database};
 use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
 use crate::driver::{
     CpuUsage, DriveOutcome, EndedBy, IntervalRow, RunStatus, SessionOutcome, WindowSpec,
@@ -27,7 +27,7 @@ pub struct RunResult {
     /// Why the run failed or stopped early.
     pub error: Option<String>,
     pub label: Option<String>,
-    pub engine: Engine,
+    pub engine: Database,
     /// The effective configuration; `target.dsn` holds the redacted target.
     pub config: Config,
     pub environment: Environment,

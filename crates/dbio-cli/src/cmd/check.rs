@@ -1,6 +1,6 @@
 //! `dbio check`: verify the data set.
 
-use dbio_core::config::Engine;
+use dbio_core::config::Database;
 use dbio_core::dataset::DataSetPlan;
 use dbio_postgres::check;
 
@@ -15,7 +15,7 @@ pub(super) async fn check_cmd(
     quiet: bool,
 ) -> Result<u8, Failure> {
     let mut config = load_config(common, data)?;
-    if config.engine == Engine::Oracle {
+    if config.engine == Database::Oracle {
         let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
         return crate::oracle::check(&config, admin).await;
     }

@@ -3,7 +3,7 @@
 
 use dbio_core::Config;
 use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
-use dbio_core::config::Engine;
+use dbio_core::config::Database;
 use dbio_core::result::RunResult;
 use dbio_oracle::ConnectString;
 use dbio_postgres::Target;
@@ -24,10 +24,10 @@ impl Db {
     /// Oracle's flag > DBIO_ORACLE_DSN > file.
     pub(crate) fn pick(config: &Config, common: &CommonArgs) -> Result<Db, Failure> {
         Ok(match config.engine {
-            Engine::Oracle => {
+            Database::Oracle => {
                 Db::Oracle(crate::oracle::admin_target(config, common.dsn.as_deref())?)
             }
-            Engine::Postgres => Db::Postgres(Box::new(resolve(config, common)?)),
+            Database::Postgres => Db::Postgres(Box::new(resolve(config, common)?)),
         })
     }
 

@@ -1,6 +1,6 @@
 //! `dbio list`: every data set on the target.
 
-use dbio_core::config::Engine;
+use dbio_core::config::Database;
 use dbio_core::discover::render_list;
 use dbio_postgres::marker;
 
@@ -10,7 +10,7 @@ use crate::args::{CommonArgs, DataArgs, Format};
 
 pub(super) async fn list_cmd(common: &CommonArgs, format: Format) -> Result<u8, Failure> {
     let config = load_config(common, &DataArgs::default())?;
-    if config.engine == Engine::Oracle {
+    if config.engine == Database::Oracle {
         return Err(Failure::new(
             2,
             "dbio list reads the marks dbio leaves on PostgreSQL schemas; on Oracle, `dbio check` verifies the data set of data.prefix",

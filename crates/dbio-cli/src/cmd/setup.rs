@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dbio_core::Config;
-use dbio_core::config::Engine;
+use dbio_core::config::Database;
 use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
 use dbio_postgres::loader::{self, SetupOptions};
 use dbio_postgres::{PgError, Target};
@@ -25,7 +25,7 @@ pub(super) async fn setup_cmd(
     let mut config = load_config(common, data)?;
     load.apply(&mut config);
     config.validate()?;
-    if config.engine == Engine::Oracle {
+    if config.engine == Database::Oracle {
         refuse_drop_dependents_on_oracle(drop_dependents)?;
         let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
         return crate::oracle::setup(&config, admin, force).await;

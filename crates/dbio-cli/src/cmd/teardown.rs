@@ -1,7 +1,7 @@
 //! `dbio teardown`: list, then drop, one data set.
 
 use dbio_core::Config;
-use dbio_core::config::Engine;
+use dbio_core::config::Database;
 use dbio_postgres::{Target, teardown};
 
 use super::{load_config, resolve};
@@ -19,7 +19,7 @@ pub(super) async fn teardown_cmd(
         ..DataArgs::default()
     };
     let config = load_config(common, &data)?;
-    if config.engine == Engine::Oracle {
+    if config.engine == Database::Oracle {
         refuse_drop_dependents_on_oracle(drop_dependents)?;
         let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
         return crate::oracle::teardown(&config, admin, yes).await;

@@ -7,7 +7,7 @@ use std::future::Future;
 
 use crate::Config;
 use crate::backend::{Backend, BackendError, WindowCollector, WindowFigures};
-use crate::config::RunEngine;
+use crate::config::SessionLoop;
 use crate::dbstats::CalibrationCompare;
 use crate::driver::{drive, drive_loops};
 use crate::interrupt::Interrupts;
@@ -45,7 +45,7 @@ pub async fn run<B: Backend>(
 ) -> Result<RunResult, BackendError> {
     config.validate()?;
     backend.refuse(config)?;
-    if config.run.engine == RunEngine::Server && !backend.server_loop() {
+    if config.run.engine == SessionLoop::Server && !backend.server_loop() {
         return Err(BackendError::usage(format!(
             "run.engine: server runs the loop inside PostgreSQL; {} has no server-side loop in dbio: use run.engine: client",
             backend.name()
@@ -80,7 +80,7 @@ pub async fn run<B: Backend>(
     let mut warnings = facts.warnings;
     let sessions_n = plan.specs().len();
     let (outcome, collector) = match plan.engine() {
-        RunEngine::Client => {
+        SessionLoop::Client => {
             let opened = interruptible(backend.open_sessions(&plan), &interrupts).await?;
             environment.session_tls = opened.tls;
             let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;
@@ -95,7 +95,7 @@ pub async fn run<B: Backend>(
             .await;
             (outcome, collector)
         }
-        RunEngine::Server => {
+        SessionLoop::Server => {
             let opened = interruptible(backend.open_loop_sessions(&plan), &interrupts).await?;
             environment.session_tls = opened.tls;
             let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;

@@ -20,19 +20,25 @@ pub const MAX_SESSIONS: u32 = 4096;
 pub const MIN_SCALE_BLOCKS: u64 = 64;
 pub const MAX_WORK_UNIT: u64 = 65_536;
 
+/// Which database the target is (the config's `engine:` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum Engine {
+pub enum Database {
     #[default]
     Postgres,
     Oracle,
 }
 
+/// The former names of [`Database`] and [`SessionLoop`], kept so code written against them
+/// still builds; new code says what it means.
+pub type Engine = Database;
+pub type RunEngine = SessionLoop;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Which database the target is.
-    pub engine: Engine,
+    pub engine: Database,
     pub target: TargetConfig,
     pub data: DataConfig,
     pub run: RunConfig,
@@ -183,10 +189,11 @@ impl RedoStress {
     }
 }
 
-/// Where the sessions' operation loop runs.
+/// Where the sessions' operation loop runs (the config's `run.engine:` key): the client
+/// loop or the server loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum RunEngine {
+pub enum SessionLoop {
     /// dbio's sessions send every operation and time its round trip (the default).
     #[default]
     Client,
@@ -195,11 +202,11 @@ pub enum RunEngine {
     Server,
 }
 
-impl RunEngine {
+impl SessionLoop {
     pub fn as_str(self) -> &'static str {
         match self {
-            RunEngine::Client => "client",
-            RunEngine::Server => "server",
+            SessionLoop::Client => "client",
+            SessionLoop::Server => "server",
         }
     }
 }
@@ -238,7 +245,7 @@ pub struct ThinkTimeConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
     /// Where the operation loop runs: `client` (default) or `server`.
-    pub engine: RunEngine,
+    pub engine: SessionLoop,
     /// Sessions that only read.
     pub readers: u32,
     /// Sessions that only update (classic SLOB `<writers> <readers>`).
@@ -284,7 +291,7 @@ pub struct RunConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            engine: Engine::Postgres,
+            engine: Database::Postgres,
             target: TargetConfig::default(),
             data: DataConfig::default(),
             run: RunConfig::default(),
@@ -343,7 +350,7 @@ impl Default for ThinkTimeConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            engine: RunEngine::Client,
+            engine: SessionLoop::Client,
             readers: 1,
             writers: 0,
             update_pct: 0,
@@ -436,7 +443,7 @@ impl Config {
 
     /// Checks every value against its allowed range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), CoreError> {
-        if !self.target.services.is_empty() && self.engine != Engine::Oracle {
+        if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
                 "target.services spreads Oracle sessions over several connect identifiers; with engine: postgres use target.dsn",
@@ -625,7 +632,7 @@ impl Config {
                 ));
             }
         }
-        if r.engine == RunEngine::Server {
+        if r.engine == SessionLoop::Server {
             let unsupported = [
                 ("run.work_loop", r.work_loop > 0, "--work-loop"),
                 ("run.warmup", !r.warmup.0.is_zero(), "--warmup"),
