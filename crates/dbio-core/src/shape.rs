@@ -120,11 +120,14 @@ fn server_major(env: &Environment) -> Option<String> {
 }
 
 /// Checks user-given `--accept-difference` names against `FACTS`.
-pub fn check_fact_names(names: &[String]) -> Result<(), String> {
+pub fn check_fact_names(names: &[String]) -> Result<(), crate::CoreError> {
     match names.iter().find(|n| !FACTS.contains(&n.as_str())) {
-        Some(bad) => Err(format!(
-            "`{bad}` is not a fact that can differ; use one of: {}",
-            FACTS.join(", ")
+        Some(bad) => Err(crate::CoreError::invalid(
+            "--accept-difference",
+            format!(
+                "`{bad}` is not a fact that can differ; use one of: {}",
+                FACTS.join(", ")
+            ),
         )),
         None => Ok(()),
     }
@@ -189,7 +192,9 @@ mod tests {
     #[test]
     fn fact_names_are_checked() {
         assert!(check_fact_names(&["work_unit".into()]).is_ok());
-        let e = check_fact_names(&["workunit".into()]).unwrap_err();
+        let e = check_fact_names(&["workunit".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("work_unit"), "{e}");
     }
 

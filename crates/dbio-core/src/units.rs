@@ -43,8 +43,8 @@ impl fmt::Display for SizeSpec {
 }
 
 impl std::str::FromStr for SizeSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
         parse_size(s)
     }
 }
@@ -52,7 +52,24 @@ impl std::str::FromStr for SizeSpec {
 const SIZE_HELP: &str = "write a number and a unit, e.g. 64MB, 2GiB or 8192blocks";
 
 /// Parses `64MB`, `2 GiB`, `8192blocks`, `8192 blocks`, `512kB`.
-pub fn parse_size(text: &str) -> Result<SizeSpec, String> {
+/// Why a size or a duration could not be read, and how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnitError(pub String);
+
+/// The message reads as text (`.contains(...)`), as the `String` it replaces did.
+impl std::ops::Deref for UnitError {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+pub fn parse_size(text: &str) -> Result<SizeSpec, UnitError> {
+    size_of_text(text).map_err(UnitError)
+}
+
+fn size_of_text(text: &str) -> Result<SizeSpec, String> {
     let (number, unit) = split_number(text)?;
     let unit_lower = unit.to_ascii_lowercase();
     let factor: u64 = match unit_lower.as_str() {
@@ -105,7 +122,11 @@ fn split_number(text: &str) -> Result<(f64, &str), String> {
 const DURATION_HELP: &str = "write a number and a unit, e.g. 500ms, 30s, 5m or 1h";
 
 /// Parses `500ms`, `30s`, `5m`, `5min`, `1h`, and sums of them such as `1m30s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    duration_of_text(text).map_err(UnitError)
+}
+
+fn duration_of_text(text: &str) -> Result<Duration, String> {
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(format!("empty duration; {DURATION_HELP}"));
@@ -214,8 +235,8 @@ impl<'de> Deserialize<'de> for Dur {
 }
 
 impl std::str::FromStr for Dur {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
         parse_duration(s).map(Dur)
     }
 }

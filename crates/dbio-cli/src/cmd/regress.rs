@@ -27,8 +27,7 @@ pub(super) fn regress_cmd(
     format: Format,
     quiet: bool,
 ) -> Result<u8, Failure> {
-    dbio_core::shape::check_fact_names(accepted)
-        .map_err(|m| Failure::new(2, format!("--accept-difference: {m}")))?;
+    dbio_core::shape::check_fact_names(accepted)?;
     let mut config = Config::load(thresholds.config)?;
     if let Some(v) = thresholds.max_iops_drop {
         config.regress.max_iops_drop_pct = v;
