@@ -264,3 +264,52 @@ fn ramp_on_oracle_without_instant_client_fails_as_check_does() {
     assert!(!err.contains("postgres only"), "{err}");
     assert!(!err.contains("not-printed"), "the password leaked: {err}");
 }
+
+// Broke: a think time of 30 s with a 2 s window took 32 s and divided 32 s of counters by
+// 2 s ("Commits 333.5/s"); the one read counted ended after the window (issue 16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_think_time_beyond_the_window_ends_with_the_window() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    pg.load("1", "200blocks");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("think.yaml");
+    // Every second operation first sleeps 20 s: tenfold the window.
+    std::fs::write(
+        &cfg,
+        "run:\n  think_time:\n    frequency: 2\n    min: 20s\n    max: 20s\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let started = std::time::Instant::now();
+    let o = dbio(&[
+        "run",
+        "-c",
+        cfg.to_str().unwrap(),
+        "--dsn",
+        &dsn,
+        "--readers",
+        "2",
+        "--writers",
+        "0",
+        "--run-time",
+        "2s",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    let took = started.elapsed();
+    assert_exit(&o, 0);
+    assert!(took < Duration::from_secs(15), "the run took {took:?}");
+    let r = read_result(&out);
+    assert_valid_result(&r);
+    // Each session ran its first read, then thought until the window closed.
+    let reads: u64 = r["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["ops"][0].as_u64().unwrap())
+        .sum();
+    assert_eq!(reads, 2, "{}", r["sessions"]);
+    assert!((r["window"]["measured_s"].as_f64().unwrap() - 2.0).abs() < 0.5);
+}

@@ -66,17 +66,26 @@ pub(super) struct Runner<S> {
     pub(super) value: String,
     pub(super) n: u64,
     pub(super) shared: Arc<Shared>,
+    /// The end of the phase the session is in (warm-up, or a timed window): a think time
+    /// never sleeps past it, and no operation starts after it. A 30 s think time in a 2 s
+    /// window kept the run 30 s and counted an operation that ended after the window.
+    pub(super) deadline: Option<Instant>,
 }
 
 impl<S: Session> Runner<S> {
-    /// Thinks if the op says so, then runs it; `None` when the run stopped meanwhile.
+    /// Thinks if the op says so, then runs it; `None` when the run stopped, or the phase
+    /// ended, meanwhile.
     pub(super) fn next(&mut self) -> Option<Done> {
         let op: Op = self.ops.next_op();
         self.n += 1;
-        if let Some(pause) = op.think
-            && !self.shared.pause(pause)
-        {
-            return None;
+        if let Some(pause) = op.think {
+            let pause = match self.deadline {
+                Some(end) => pause.min(end.saturating_duration_since(Instant::now())),
+                None => pause,
+            };
+            if !self.shared.pause(pause) || self.deadline.is_some_and(|end| Instant::now() >= end) {
+                return None;
+            }
         }
         let t0 = Instant::now();
         let result = match op.kind {
@@ -145,6 +154,7 @@ pub(super) fn session_loop<S: Session>(
         value: String::with_capacity(128),
         n: 0,
         shared: Arc::clone(&ctx.shared),
+        deadline: None,
     };
     let arrival = Arrival(&ctx.arrivals);
     let Some(go) = ctx.shared.wait_for(|b| b.go) else {
@@ -156,6 +166,7 @@ pub(super) fn session_loop<S: Session>(
     // "before" snapshot sees them.
     if !ctx.warmup.is_zero() {
         let warm_end = go + ctx.warmup;
+        runner.deadline = Some(warm_end);
         while !ctx.shared.stopped() && Instant::now() < warm_end {
             let Some(done) = runner.next() else {
                 break;
@@ -178,6 +189,7 @@ pub(super) fn session_loop<S: Session>(
         .shared
         .wait_for(|b| b.window)
         .unwrap_or_else(Timeline::empty);
+    runner.deadline = timeline.end;
     let mut hist = Box::new(SessionHistograms::default());
     let mut first_start: Option<Instant> = None;
     let mut last_end: Option<Instant> = None;

@@ -209,6 +209,30 @@ mod tests {
         assert_eq!(series, 150, "the time series accounts for every operation");
     }
 
+    // Broke: a 30 s think time with a 2 s window kept the run 30 s and counted an
+    // operation that ended after the window (issue 16).
+    #[tokio::test]
+    async fn a_think_time_beyond_the_window_ends_with_the_window() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(500)), 0);
+        c.workload.think_frequency = 1;
+        c.workload.think_min = Duration::from_secs(30);
+        c.workload.think_max = Duration::from_secs(30);
+        let started = Instant::now();
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        let took = started.elapsed();
+        assert_eq!(out.status, RunStatus::Ok);
+        // Tenfold below the think time: the sessions left their pause at the window's end.
+        assert!(took < Duration::from_secs(3), "the run took {took:?}");
+        for s in &out.sessions {
+            assert_eq!(
+                s.ops,
+                [0, 0],
+                "no operation ran after its think time: {s:?}"
+            );
+            assert_eq!(s.ended_by, EndedBy::Window);
+        }
+    }
+
     #[tokio::test]
     async fn run_time_bounds_the_window() {
         let out = drive(
