@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, RedoStress, RunEngine};
+use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, RunEngine};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -389,6 +389,11 @@ pub struct RunArgs {
     /// Update one filler column (lite) or all (heavy) [config: run.redo_stress; default lite]
     #[arg(long, value_name = "MODE", value_parser = ["lite", "heavy"])]
     pub redo_stress: Option<String>,
+    /// The reader's plan: index (an Index Scan, one synchronous block read at a time per
+    /// session, the SLOB method) or bitmap (a Bitmap Heap Scan, the server prefetches up to
+    /// effective_io_concurrency blocks) [config: run.read_path; default index]
+    #[arg(long, value_name = "PATH", value_parser = ["index", "bitmap"])]
+    pub read_path: Option<String>,
     /// All sessions on the first schema [config: run.hot_schema]
     #[arg(long)]
     pub hot_schema: bool,
@@ -548,6 +553,13 @@ impl RunArgs {
                 RedoStress::Heavy
             } else {
                 RedoStress::Lite
+            };
+        }
+        if let Some(v) = &self.read_path {
+            r.read_path = if v == "bitmap" {
+                ReadPath::Bitmap
+            } else {
+                ReadPath::Index
             };
         }
         if self.hot_schema {

@@ -845,6 +845,7 @@ pub async fn run_benchmark(
                     target,
                     &specs,
                     r.redo_stress,
+                    r.read_path,
                     major,
                     config.target.statement_timeout.0,
                 ),
@@ -858,6 +859,7 @@ pub async fn run_benchmark(
                     target,
                     &specs,
                     r.redo_stress,
+                    r.read_path,
                     major,
                     &run::LoopPlan {
                         scale_blocks: workload.scale_blocks,

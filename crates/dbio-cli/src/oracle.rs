@@ -340,7 +340,9 @@ mod enabled {
                 block_size: block,
                 table_bytes: plan.table_bytes(),
                 schemas_used: used.into_iter().collect(),
+                tables: Vec::new(),
             },
+            read_path: None,
         };
         let (db, waits) = figures.map_or((None, None), |f| (Some(f.db), Some(f.waits)));
         let result = RunResult::build(

@@ -112,6 +112,22 @@ pub fn render_text(r: &RunResult) -> String {
             }
         }
     );
+    if let Some(rp) = &env.read_path {
+        let _ = writeln!(o, "{}", read_path_line(rp));
+    }
+    for t in &ds.tables {
+        let _ = writeln!(
+            o,
+            "table     {}.cf1 in tablespace {}{}, {} blocks on disk",
+            t.schema,
+            t.tablespace,
+            match &t.index_tablespace {
+                Some(i) if *i != t.tablespace => format!(" (index in {i})"),
+                _ => String::new(),
+            },
+            t.blocks
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -549,6 +565,20 @@ pub fn render_csv(r: &RunResult) -> String {
     format!("{}\n{}\n", header.join(","), values.join(","))
 }
 
+/// `read path index: Aggregate > Index Scan using i_cf1 on cf1; io_method worker,
+/// effective_io_concurrency 16, io_combine_limit 128kB` (a setting this server lacks: "n/a").
+fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
+    let v = |s: &Option<String>| s.clone().unwrap_or_else(|| "n/a".into());
+    format!(
+        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}",
+        rp.path.as_str(),
+        rp.plan,
+        v(&rp.io_method),
+        v(&rp.effective_io_concurrency),
+        v(&rp.io_combine_limit)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -582,7 +612,9 @@ mod tests {
                     block_size: 8192,
                     table_bytes: 8192,
                     schemas_used: vec![],
+                    tables: vec![],
                 },
+                read_path: None,
             },
             warnings: vec![],
             db: Some(db),

@@ -9,6 +9,7 @@ mod copy;
 pub mod dsn;
 pub mod error;
 pub mod loader;
+pub mod lock;
 pub mod maintenance;
 pub mod marker;
 pub mod run;
@@ -20,6 +21,7 @@ pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod tls;
+pub mod verify;
 pub mod wire;
 
 pub use conn::Target;
