@@ -394,6 +394,11 @@ pub struct RunArgs {
     /// effective_io_concurrency blocks) [config: run.read_path; default index]
     #[arg(long, value_name = "PATH", value_parser = ["index", "bitmap"])]
     pub read_path: Option<String>,
+    /// Id the run holds its data set under: the shards of one coordinated run pass the same
+    /// id and share the data set; another run is refused while one holds it [config:
+    /// run.run_id; default a fresh id per run]
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     /// All sessions on the first schema [config: run.hot_schema]
     #[arg(long)]
     pub hot_schema: bool,
@@ -561,6 +566,9 @@ impl RunArgs {
             } else {
                 ReadPath::Index
             };
+        }
+        if let Some(v) = &self.run_id {
+            r.run_id = Some(v.clone());
         }
         if self.hot_schema {
             r.hot_schema = true;

@@ -312,6 +312,10 @@ pub struct RunConfig {
     /// name); without it such a folder is refused, so no earlier result is replaced.
     pub overwrite: bool,
     pub label: Option<String>,
+    /// The id this run holds its data set under (advisory locks): the shards of one
+    /// coordinated run, several dbio processes on one data set, pass the same id and share
+    /// it; any other run is refused while one holds it. Default: a fresh id per run.
+    pub run_id: Option<String>,
 }
 
 impl Default for Config {
@@ -399,6 +403,7 @@ impl Default for RunConfig {
             out: None,
             overwrite: false,
             label: None,
+            run_id: None,
         }
     }
 }
@@ -474,6 +479,20 @@ impl Config {
             return Err(CoreError::invalid(
                 "target.services",
                 "target.services spreads Oracle sessions over several connect identifiers; with engine: postgres use target.dsn",
+            ));
+        }
+        if let Some(id) = &self.run.run_id
+            && (id.is_empty()
+                || id.len() > 64
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Err(CoreError::invalid(
+                "run.run_id",
+                format!(
+                    "`{id}` is not a usable run id; use 1-64 letters, digits, - or _ (the same id on every shard of one run)"
+                ),
             ));
         }
         if self.engine == Engine::Oracle && self.run.read_path != ReadPath::Index {
@@ -830,6 +849,12 @@ mod tests {
             .and_then(|c| c.validate().map_err(|e| e.to_string()))
             .unwrap_err();
         assert!(e.contains("run.read_path"), "{e}");
+        let e = Config::from_yaml("run:\n  run_id: \"a b\"\n")
+            .and_then(|c| c.validate().map_err(|e| e.to_string()))
+            .unwrap_err();
+        assert!(e.contains("run.run_id"), "{e}");
+        let c = Config::from_yaml("run:\n  run_id: shard-run_7\n").unwrap();
+        assert!(c.validate().is_ok());
     }
 
     #[test]

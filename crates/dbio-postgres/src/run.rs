@@ -50,10 +50,14 @@ pub async fn preflight(
     let plan = DataSetPlan::new(&config.data, info.block_size);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
-    // Held from before the VACUUM until the result is written. The run id is the hook for
-    // the shards of one coordinated run: given the same id, they pass each other.
-    let lock =
-        crate::lock::for_run(target, &plan.schema_names(), &crate::lock::fresh_run_id()).await?;
+    // Held from before the VACUUM until the result is written. The shards of one coordinated
+    // run pass the same run.run_id (--run-id) and share the data set.
+    let run_id = config
+        .run
+        .run_id
+        .clone()
+        .unwrap_or_else(crate::lock::fresh_run_id);
+    let lock = crate::lock::for_run(target, &plan.schema_names(), &run_id).await?;
     verify_data_set(&client, &plan, config.run.vacuum, &mut warnings, &mut notes).await?;
     let used: Vec<String> = specs
         .iter()

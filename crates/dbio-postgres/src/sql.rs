@@ -436,14 +436,16 @@ pub const DEALLOCATE_VERIFY_READ: &str = "DEALLOCATE dbio_verify_read; ROLLBACK"
 /// Where a dbio table really is and how big, by the catalog (`$1` the schema): pages and rows
 /// as of the last VACUUM or ANALYZE (pg_class), the heap's bytes on disk now
 /// (pg_relation_size), the tablespace of the table and of its index (pg_class.reltablespace,
-/// 0 = the database's default tablespace), the owner, and vacuum_count.
+/// 0 = the database's default tablespace), the owner, the role connected, vacuum_count, and
+/// rows deleted or dead since the statistics began (n_tup_del + n_dead_tup).
 pub const TABLE_FACTS: &str = "SELECT c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid), \
        (SELECT t.spcname::text FROM pg_tablespace t WHERE t.oid = coalesce(nullif(c.reltablespace, 0), \
             (SELECT d.dattablespace FROM pg_database d WHERE d.datname = current_database()))), \
        (SELECT t.spcname::text FROM pg_tablespace t WHERE t.oid = coalesce(nullif(ic.reltablespace, 0), \
             (SELECT d.dattablespace FROM pg_database d WHERE d.datname = current_database()))), \
        pg_get_userbyid(c.relowner)::text, current_user::text, \
-       coalesce((SELECT s.vacuum_count FROM pg_stat_user_tables s WHERE s.relid = c.oid), 0)::bigint \
+       coalesce((SELECT s.vacuum_count FROM pg_stat_user_tables s WHERE s.relid = c.oid), 0)::bigint, \
+       coalesce((SELECT s.n_tup_del + s.n_dead_tup FROM pg_stat_user_tables s WHERE s.relid = c.oid), 0)::bigint \
      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
      LEFT JOIN pg_class ic ON ic.relnamespace = c.relnamespace AND ic.relname = 'i_cf1' AND ic.relkind = 'i' \
      WHERE n.nspname = $1 AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
