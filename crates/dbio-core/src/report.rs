@@ -566,22 +566,44 @@ pub fn render_csv(r: &RunResult) -> String {
 }
 
 /// `read path index: Aggregate > Index Scan using i_cf1 on cf1; io_method worker,
-/// effective_io_concurrency 16, io_combine_limit 128kB` (a setting this server lacks: "n/a").
+/// effective_io_concurrency 16, io_combine_limit 128kB`; a setting the server lacks says from
+/// which PostgreSQL version it exists.
 fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
-    let v = |s: &Option<String>| s.clone().unwrap_or_else(|| "n/a".into());
+    let v = |s: &Option<String>, since: &str| {
+        s.clone()
+            .unwrap_or_else(|| format!("none on this server ({since})"))
+    };
     format!(
         "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}",
         rp.path.as_str(),
         rp.plan,
-        v(&rp.io_method),
-        v(&rp.effective_io_concurrency),
-        v(&rp.io_combine_limit)
+        v(&rp.io_method, "PostgreSQL 18+"),
+        v(&rp.effective_io_concurrency, "not readable"),
+        v(&rp.io_combine_limit, "PostgreSQL 17+")
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_path_line_names_the_plan_and_what_the_server_lacks() {
+        let rp = crate::result::ReadPathInfo {
+            path: crate::config::ReadPath::Bitmap,
+            plan: "Aggregate > Bitmap Heap Scan on cf1 > Bitmap Index Scan using i_cf1".into(),
+            scan: "Bitmap Heap Scan".into(),
+            source: "EXPLAIN EXECUTE".into(),
+            io_method: None,
+            effective_io_concurrency: Some("16".into()),
+            io_combine_limit: Some("128kB".into()),
+        };
+        assert_eq!(
+            read_path_line(&rp),
+            "read path bitmap: Aggregate > Bitmap Heap Scan on cf1 > Bitmap Index Scan using i_cf1 (generic plan, verified); \
+             io_method none on this server (PostgreSQL 18+), effective_io_concurrency 16, io_combine_limit 128kB"
+        );
+    }
 
     fn result(engine: Engine) -> RunResult {
         let config = crate::config::Config {
