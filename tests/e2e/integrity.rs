@@ -534,3 +534,32 @@ async fn a_plan_that_is_not_the_read_path_asked_for_is_refused() {
         "Bitmap Heap Scan"
     );
 }
+
+// Two runs started at the same moment: the admission lock lets exactly one in, so they do not
+// both see each other and both give up, nor both measure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_runs_started_together_exactly_one_measures() {
+    let pg = TestCluster::start(16);
+    pg.load("1", SCALE);
+    let dsn = pg.dsn();
+    let outs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let children: Vec<Child> = outs
+        .iter()
+        .map(|o| spawn_run(&dsn, o.path().to_str().unwrap(), "3s", &[]))
+        .collect();
+    let mut codes = Vec::new();
+    let mut errors = String::new();
+    for child in children {
+        let o = child.wait_with_output().unwrap();
+        codes.push(o.status.code());
+        errors.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    codes.sort();
+    assert_eq!(codes, [Some(0), Some(2)], "{errors}");
+    assert!(errors.contains("run: the data set is in use"), "{errors}");
+    let results = outs
+        .iter()
+        .filter(|o| o.path().join("result.json").exists())
+        .count();
+    assert_eq!(results, 1, "one result, from the run that measured");
+}
