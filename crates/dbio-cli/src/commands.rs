@@ -23,7 +23,7 @@ use dbio_postgres::loader::SetupOptions;
 use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
 use dbio_postgres::session::{PgLoopSession, PgSession};
 use dbio_postgres::tls::Negotiated;
-use dbio_postgres::{PgError, Target, check, conn, loader, run, teardown};
+use dbio_postgres::{PgError, Target, check, loader, run, teardown};
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs, Format, ScratchAction, ScratchArgs};
@@ -35,6 +35,7 @@ const DEFAULT_BLOCK_SIZE: u64 = 8192;
 
 pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let quiet = cli.quiet;
+    crate::scratch_target::set_quiet(quiet);
     match cli.command {
         Command::Setup {
             common,
@@ -272,14 +273,10 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The PostgreSQL connection target: flag > PG* environment > file > libpq defaults.
+/// The PostgreSQL connection target: flag > PG* environment > file > the running default
+/// scratch cluster > libpq defaults.
 fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
-    Ok(Target::resolve(
-        config.target.dsn.as_deref(),
-        conn::env_params()?,
-        common.dsn.as_deref(),
-        config.target.connect_timeout.0,
-    )?)
+    crate::scratch_target::resolve(config, common)
 }
 
 /// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure
@@ -437,6 +434,11 @@ fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure> {
         };
         settings.push((k.to_string(), value));
     }
+    if a.direct_io {
+        let (k, v) = scratch::DIRECT_IO;
+        settings.retain(|(name, _)| name != k);
+        settings.push((k.to_string(), v.to_string()));
+    }
     Ok(ScratchOptions {
         dir: a.dir.clone(),
         port: a.port,
@@ -449,10 +451,15 @@ fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure> {
 
 fn describe(c: &ScratchCluster) -> String {
     format!(
-        "PostgreSQL {} on 127.0.0.1:{} (shared_buffers {}, track_io_timing on)\n  data: {}\n  log:  {}\n  dsn:  {}",
+        "PostgreSQL {} on 127.0.0.1:{} (shared_buffers {}, track_io_timing on{})\n  data: {}\n  log:  {}\n  dsn:  {}",
         c.state.bin.version,
         c.state.port,
         format_bytes(c.state.shared_buffers_bytes),
+        if c.direct_io() {
+            ", debug_io_direct=data: reads bypass the page cache"
+        } else {
+            ""
+        },
         c.data_dir().display(),
         c.log_file().display(),
         c.dsn()
@@ -465,8 +472,13 @@ fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
             let c = scratch::start(&scratch_options(&a)?)?;
             println!("scratch cluster running: {}", describe(&c));
             println!("stop it with: dbio scratch stop --dir {}", a.dir.display());
+            println!(
+                "point psql and pgbench at it with: eval \"$(dbio scratch env --dir {})\"",
+                a.dir.display()
+            );
             Ok(0)
         }
+        ScratchAction::Env { dir } => crate::scratch_target::env_cmd(&dir),
         ScratchAction::Stop { dir } => {
             let c = scratch::stop(&dir)?;
             println!("scratch cluster in {} stopped", c.dir.display());
@@ -551,7 +563,9 @@ async fn quickstart(
         );
     } else {
         eprintln!(
-            "quickstart: scratch server left running at {} (stop: dbio scratch stop --dir {})",
+            "quickstart: scratch server left running at {} (psql and pgbench: eval \"$(dbio scratch env --dir {})\"; dbio: --dsn \"{}\"; stop: dbio scratch stop --dir {})",
+            cluster.dsn(),
+            scratch_args.dir.display(),
             cluster.dsn(),
             scratch_args.dir.display()
         );

@@ -10,6 +10,7 @@ mod manual;
 mod oracle;
 mod progress;
 mod ramp;
+mod scratch_target;
 mod signals;
 
 use std::ffi::OsString;
