@@ -11,6 +11,7 @@ mod faults;
 mod history;
 mod oracle;
 mod orphans;
+mod quickstart;
 mod ramp;
 mod run;
 mod safety;
