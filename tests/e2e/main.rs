@@ -8,6 +8,7 @@ mod comparability;
 mod connection;
 mod dataset;
 mod faults;
+mod flash_vs_disk;
 mod history;
 mod oracle;
 mod orphans;
