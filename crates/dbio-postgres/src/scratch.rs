@@ -156,7 +156,10 @@ fn on_tmpfs(path: &Path) -> bool {
     }
     // SAFETY: statfs returned 0, so `st` is initialised.
     let st = unsafe { st.assume_init() };
-    st.f_type as i64 == TMPFS_MAGIC
+    // f_type is __fsword_t: i64 on x86_64 glibc, a 32-bit type on other targets.
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = st.f_type as i64;
+    f_type == TMPFS_MAGIC
 }
 
 /// Where scripts/lib.sh (ensure_pg_npm) installs PostgreSQL from npm: `.dbio/pg<major>` in the
@@ -886,6 +889,31 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("not a dbio scratch folder"), "{e}");
         assert!(d.join("other/keep").is_file());
+    }
+
+    #[test]
+    fn direct_io_is_refused_before_16_and_on_tmpfs() {
+        let bin = |major| PgBin {
+            dir: PathBuf::from("/usr/lib/postgresql/15/bin"),
+            version: format!("{major}.1"),
+            major,
+        };
+        let disk = tempfile::tempdir().unwrap();
+        let e = check_direct_io(&bin(15), disk.path()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("PostgreSQL 16 or later"), "{e}");
+        if !on_tmpfs(disk.path()) {
+            assert!(check_direct_io(&bin(17), disk.path()).is_ok());
+        }
+        if Path::new("/dev/shm").is_dir() && on_tmpfs(Path::new("/dev/shm")) {
+            let e = check_direct_io(&bin(17), Path::new("/dev/shm/dbio-not-made")).unwrap_err();
+            assert!(e.to_string().contains("tmpfs"), "{e}");
+        }
+        assert!(has_direct_io(&[(
+            "debug_io_direct".into(),
+            "'data'".into()
+        )]));
+        assert!(!has_direct_io(&[("debug_io_direct".into(), "wal".into())]));
     }
 
     #[test]
