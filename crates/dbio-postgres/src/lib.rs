@@ -20,7 +20,9 @@ pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod tls;
-pub mod wire;
+/// The measured sessions' own blocking protocol client; its public types are re-exported by
+/// `session` (the protocol tests and the client-cost example open it directly).
+mod wire;
 
 pub use conn::Target;
 pub use error::PgError;

@@ -8,7 +8,12 @@ use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::sql;
 use crate::tls::Negotiated;
-use crate::wire::{INT8, Param, TEXT, WireConn, WireError};
+/// The raw connection of a measured session, for tests of the protocol (TLS, cancel,
+/// target_session_attrs) and the client-cost example; everything else opens `PgSession`.
+pub use crate::wire::{
+    CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, TEXT, WireConn,
+    WireError,
+};
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
