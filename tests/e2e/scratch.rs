@@ -291,3 +291,31 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     );
     assert_exit(&dbio_in(work.path(), &["scratch", "env"]), 1);
 }
+
+#[test]
+fn direct_io_before_16_is_refused_and_creates_nothing() {
+    let old = [Some(std::path::PathBuf::from("/usr/lib/postgresql/15/bin"))]
+        .into_iter()
+        .chain([dbio_tests::pg_bin(14), dbio_tests::pg_bin(13)])
+        .flatten()
+        .find(|d| d.join("postgres").is_file())
+        .expect("PostgreSQL 13, 14 or 15 server binaries (scripts/test.sh installs them)");
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("cluster");
+    let out = dbio(&[
+        "scratch",
+        "start",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--pg-bin",
+        old.to_str().unwrap(),
+        "--direct-io",
+    ]);
+    assert_exit(&out, 2);
+    let err = dbio_tests::stderr(&out);
+    assert!(
+        err.contains("needs PostgreSQL 16 or later") && err.contains("--pg-bin"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "a refused start creates no folder");
+}
