@@ -610,7 +610,8 @@ pub struct CommonArgs {
     /// YAML config file (see configs/ and the README's configuration reference).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config: target.dsn]
+    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config:
+    /// target.dsn; default: the scratch cluster running in .dbio/scratch, else libpq's defaults]
     #[arg(long, value_name = "DSN")]
     pub dsn: Option<String>,
     /// Give up connecting after this long [config: target.connect_timeout]
