@@ -335,6 +335,13 @@ pub enum ScratchAction {
         #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
         dir: PathBuf,
     },
+    /// Print the PG* variables that point psql, pgbench and dbio at the cluster:
+    /// `eval "$(dbio scratch env)"`; exit 1 when the server is not running.
+    Env {
+        /// Folder of the cluster.
+        #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
+        dir: PathBuf,
+    },
     /// Say whether the server runs and print the DSN to use.
     Status {
         /// Folder of the cluster.
@@ -364,6 +371,12 @@ pub struct ScratchArgs {
     /// Extra server setting, repeatable: --set debug_io_direct=data
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub settings: Vec<String>,
+    /// Make every read that misses shared_buffers a device read: debug_io_direct=data
+    /// (O_DIRECT on data files; PostgreSQL 16+). PostgreSQL documents it as a developer
+    /// option that reduces performance; it is here so a scratch cluster measures storage,
+    /// not the OS page cache. Needs a file system with O_DIRECT (not tmpfs).
+    #[arg(long)]
+    pub direct_io: bool,
 }
 
 /// The run keys; each flag names the config key it overrides.
@@ -617,7 +630,8 @@ pub struct CommonArgs {
     /// YAML config file (see configs/ and the README's configuration reference).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config: target.dsn]
+    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config:
+    /// target.dsn; default: the scratch cluster running in .dbio/scratch, else libpq's defaults]
     #[arg(long, value_name = "DSN")]
     pub dsn: Option<String>,
     /// Give up connecting after this long [config: target.connect_timeout]
