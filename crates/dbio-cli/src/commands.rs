@@ -73,6 +73,10 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
             let report = interruptible(check::check(&target, &plan), "check").await?;
             print!("{}", report.render_text());
+            // What a run as this role will lack, and the GRANT for each (same list as the run's).
+            if let Ok(missing) = dbio_postgres::rights::missing_rights_of(&target).await {
+                print!("{}", report::render_missing_rights(&missing));
+            }
             Ok(if report.ok() { 0 } else { 1 })
         }
         Command::Teardown {
@@ -786,6 +790,14 @@ impl Opened {
         }
     }
 
+    /// The sessions' backend PIDs, by which the collector tells them apart.
+    fn backend_pids(&self) -> Vec<i32> {
+        match self {
+            Opened::Client(s) => s.iter().map(|(_, s)| s.backend_pid()).collect(),
+            Opened::Server(s) => s.iter().map(|(_, s)| s.backend_pid()).collect(),
+        }
+    }
+
     /// TLS on the sessions' connections, for the result.
     fn tls(&self) -> SessionTls {
         fn pair(t: Option<&Negotiated>) -> Option<(&str, &str)> {
@@ -891,6 +903,7 @@ pub async fn run_benchmark(
                 drop_caches: config.collector.drop_caches,
                 direct_io: pre.direct_io,
                 sample_period: config.collector.sample_period.0,
+                backend_pids: opened.backend_pids(),
             },
         ),
         "run",
@@ -949,7 +962,7 @@ pub async fn run_benchmark(
     let calibration_compare = calibration.as_ref().and_then(|(file, c)| {
         crate::calibrate::compare_at(file, c, r.readers.max(1), db_read_iops, db_latency)
     });
-    let result = RunResult::build(
+    let mut result = RunResult::build(
         RunContext {
             config: recorded,
             environment: pre.environment,
@@ -962,6 +975,8 @@ pub async fn run_benchmark(
         window,
         outcome,
     );
+    result.host = collected.host;
+    result.missing_rights = collected.missing_rights;
     publish(&result, &out_dir, output)?;
     Ok(result)
 }
