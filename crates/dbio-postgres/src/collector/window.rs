@@ -238,20 +238,35 @@ impl WindowCollector {
             tokio::time::sleep(Duration::from_millis(1200)).await;
         }
         let mut samples = started.sampler.stop().await;
-        let disk_after = self.read_disk().await;
-        let cpu_after = self.read_cpu().await;
-        let io_after = self.read_io().await;
-        samples.pid_io.record(&io_after);
-        let meminfo = match &self.access {
-            Some(a) => a.read(&self.client, "/proc/meminfo").await.ok(),
-            None => None,
+        // One deadline for every read after the window: a server that stopped answering
+        // must not keep the result from being written.
+        let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
+        let host_reads = async {
+            let disk = self.read_disk().await;
+            let cpu = self.read_cpu().await;
+            let io = self.read_io().await;
+            let meminfo = match &self.access {
+                Some(a) => a.read(&self.client, "/proc/meminfo").await.ok(),
+                None => None,
+            };
+            (disk, cpu, io, meminfo)
         };
-        let after = match tokio::time::timeout(
-            AFTER_SNAPSHOT_TIMEOUT,
-            self.after_snapshot(&mut out),
+        let (disk_after, cpu_after, io_after, meminfo) = match tokio::time::timeout_at(
+            deadline, host_reads,
         )
         .await
         {
+            Ok(r) => r,
+            Err(_) => {
+                out.warnings.push(format!(
+                        "device and host figures are null: the server did not answer their reading within {} s",
+                        AFTER_SNAPSHOT_TIMEOUT.as_secs()
+                    ));
+                (None, None, BTreeMap::new(), None)
+            }
+        };
+        samples.pid_io.record(&io_after);
+        let after = match tokio::time::timeout_at(deadline, self.after_snapshot(&mut out)).await {
             Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => {
                 out.warnings.push(format!(
