@@ -289,6 +289,23 @@ pub async fn server_ram_bytes(client: &Client) -> Option<u64> {
     parse_meminfo(&text).0
 }
 
+/// The RAM of the host the server runs on, for the sizing warnings: its /proc/meminfo
+/// through the connection when the role may, else this host's when the server is proven to
+/// run here (`proven_local`), else None (the warning then does not guess).
+pub async fn database_host_ram_bytes(client: &Client) -> Option<u64> {
+    if let Some(r) = server_ram_bytes(client).await {
+        return Some(r);
+    }
+    let dir: String = client
+        .query_opt(sql::DATA_DIRECTORY, &[])
+        .await
+        .ok()??
+        .try_get(0)
+        .ok()?;
+    proven_local(client, Path::new(&dir)).await.ok()?;
+    dbio_core::dataset::host_ram_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
 use dbio_core::config::RedoStress;
-use dbio_core::dataset::{DataSetPlan, host_ram_bytes, judge_size};
+use dbio_core::dataset::{DataSetPlan, judge_size};
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
 use dbio_core::workload::{SessionKind, session_seed};
@@ -101,10 +101,7 @@ pub async fn preflight(
     let ram = if direct_io {
         None
     } else {
-        match crate::host::server_ram_bytes(&client).await {
-            Some(r) => Some(r),
-            None => proven_local_ram(&client).await,
-        }
+        crate::host::database_host_ram_bytes(&client).await
     };
     warnings.extend(
         judge_size(
@@ -145,20 +142,6 @@ pub async fn preflight(
         data_path,
         direct_io,
     })
-}
-
-/// This host's RAM, when the server is proven to run here (its postmaster.pid names it).
-async fn proven_local_ram(client: &Client) -> Option<u64> {
-    let dir: String = client
-        .query_opt(sql::DATA_DIRECTORY, &[])
-        .await
-        .ok()??
-        .try_get(0)
-        .ok()?;
-    crate::host::proven_local(client, std::path::Path::new(&dir))
-        .await
-        .ok()?;
-    host_ram_bytes()
 }
 
 /// The tablespace's location, or the data directory (pg_settings shows it only to roles
