@@ -108,7 +108,7 @@ pub enum Command {
         #[command(flatten)]
         run: Box<RunArgs>,
         #[command(flatten)]
-        record: crate::history::RecordArgs,
+        record: crate::cmd::history::RecordArgs,
     },
 
     /// Run the same workload over a list of reader counts (and optionally writer counts or
@@ -129,7 +129,7 @@ pub enum Command {
         #[command(flatten)]
         run: Box<RunArgs>,
         #[command(flatten)]
-        record: crate::history::RecordArgs,
+        record: crate::cmd::history::RecordArgs,
     },
 
     /// Put runs or ramps side by side: key figures, % changes against the first input, and
@@ -192,7 +192,7 @@ pub enum Command {
     /// schema with versioned migrations, documented in docs/REGRESSION.md.
     History {
         #[command(subcommand)]
-        action: crate::history::HistoryAction,
+        action: crate::cmd::history::HistoryAction,
     },
 
     /// Re-render a result.json or a ramp.json (or a folder holding one): text (report.txt or

@@ -838,7 +838,7 @@ mod tests {
         assert_eq!(ramp.ramp.writers, Some(vec![0]));
     }
 
-    /// Bounded fuzzing: thousands of mutations of a valid config (bytes dropped, inserted or
+    /// Bounded fuzzing: 2,000 mutations of a valid config (bytes dropped, inserted or
     /// swapped, lines shuffled, values replaced) must each parse or fail with a message:
     /// never panic, and never a message without text.
     #[test]
@@ -853,9 +853,10 @@ mod tests {
             "64XB", "~", "&a", "*a", "!!str", "#",
         ];
         let mut rng = SmallRng::seed_from_u64(0xD810);
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        // A fixed count, not a time budget: a loaded host runs the same cases, only slower.
+        const CASES: u32 = 2000;
         let mut n = 0;
-        while n < 5000 && std::time::Instant::now() < deadline {
+        while n < CASES {
             let mut text: Vec<char> = valid.chars().collect();
             for _ in 0..rng.random_range(1..6u32) {
                 let at = rng.random_range(0..text.len().max(1));
@@ -889,7 +890,7 @@ mod tests {
             }
             n += 1;
         }
-        assert!(n >= 500, "only {n} cases in the time budget");
+        assert_eq!(n, CASES);
     }
 
     #[test]
