@@ -10,6 +10,7 @@ mod dataset;
 mod faults;
 mod flash_vs_disk;
 mod history;
+mod host;
 mod integrity;
 mod oracle;
 mod orphans;

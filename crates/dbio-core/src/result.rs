@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Engine};
-use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
+use crate::dbstats::{
+    CalibrationCompare, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile,
+};
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
 use crate::stats::{LatencySummary, encode_histogram};
@@ -46,6 +48,13 @@ pub struct RunResult {
     /// The raw device's figures at the same load (`--calibration FILE`).
     #[serde(default)]
     pub calibration: Option<CalibrationCompare>,
+    /// The database host's own figures (backends' physical reads, RAM, CPU), with where they
+    /// were read; null when neither the role nor the host allowed it (see `missing_rights`).
+    #[serde(default)]
+    pub host: Option<HostMetrics>,
+    /// Each figure this run could not have for want of a right, with the GRANT that gives it.
+    #[serde(default)]
+    pub missing_rights: Vec<MissingRight>,
     pub warnings: Vec<String>,
 }
 
@@ -308,6 +317,8 @@ impl RunResult {
             waits: ctx.waits,
             device: ctx.device,
             calibration: ctx.calibration,
+            host: None,
+            missing_rights: Vec::new(),
             warnings,
         }
     }
