@@ -18,4 +18,5 @@ mod scratch;
 mod session_faults;
 mod setup;
 mod tls;
+mod window;
 mod workflow;
