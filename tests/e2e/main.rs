@@ -22,4 +22,5 @@ mod scratch;
 mod session_faults;
 mod setup;
 mod tls;
+mod window;
 mod workflow;

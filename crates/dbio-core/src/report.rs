@@ -86,6 +86,16 @@ pub fn render_text(r: &RunResult) -> String {
             _ => w.mode.clone(),
         }
     );
+    if let Some(db_s) = w.db_window_s
+        && (w.ops_past_window > 0 || db_s - w.measured_s > 0.05)
+    {
+        let _ = writeln!(
+            o,
+            "          {} operation(s) in flight at its end cancelled and not counted; \
+             database counters cover {db_s:.3} s (until the last session stopped)",
+            w.ops_past_window
+        );
+    }
     let run = &r.config.run;
     let readers = r
         .sessions
@@ -763,6 +773,7 @@ mod tests {
             start: now,
             end: now,
             measured_s: 10.0,
+            db_window_s: 10.0,
             warmup_s: 0.0,
             sessions: vec![],
             histograms: [crate::stats::new_histogram(), crate::stats::new_histogram()],

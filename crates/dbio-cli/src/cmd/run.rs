@@ -217,10 +217,11 @@ pub async fn run_benchmark(
             .await
         }
     };
-    let measured_s = outcome.measured_s;
+    // The database's counters cover the window until the last session stopped.
+    let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
     let collected = tokio::select! {
-        c = collector.end(measured_s) => c,
+        c = collector.end(db_window_s) => c,
         by = interrupts().reached(2) => Collected::skipped(format!(
             "database statistics were not collected: {by} a second time ended the run at once"
         )),
