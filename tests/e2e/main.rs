@@ -9,6 +9,7 @@ mod connection;
 mod dataset;
 mod faults;
 mod history;
+mod merge;
 mod oracle;
 mod orphans;
 mod ramp;

@@ -185,6 +185,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 quiet,
             )
         }
+        Command::Merge(args) => crate::merge::merge_cmd(args, quiet),
         Command::Report { result, format } => crate::ramp::report_cmd(&result, &format),
         Command::Config {
             config,

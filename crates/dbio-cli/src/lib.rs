@@ -7,6 +7,7 @@ mod commands;
 mod effective;
 mod history;
 mod manual;
+mod merge;
 mod oracle;
 mod progress;
 mod ramp;

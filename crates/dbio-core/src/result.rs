@@ -12,6 +12,7 @@ use crate::config::{Config, Engine};
 use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
+use crate::merge::{MergeInfo, ShardInfo};
 use crate::stats::{LatencySummary, encode_histogram};
 use crate::workload::OpKind;
 
@@ -47,6 +48,12 @@ pub struct RunResult {
     #[serde(default)]
     pub calibration: Option<CalibrationCompare>,
     pub warnings: Vec<String>,
+    /// This run is one shard of a run driven by several processes (`run --shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// This result was merged from shards (`dbio merge`): which, and how they lined up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -267,6 +274,8 @@ impl RunResult {
             device: ctx.device,
             calibration: ctx.calibration,
             warnings,
+            shard: None,
+            merge: None,
         }
     }
 
