@@ -7,6 +7,7 @@ mod collector;
 mod comparability;
 mod connection;
 mod dataset;
+mod deploy;
 mod faults;
 mod history;
 mod merge;
