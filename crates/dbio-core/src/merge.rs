@@ -678,3 +678,144 @@ fn merge_tls(results: &[RunResult]) -> Option<crate::result::SessionTls> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::{DriveOutcome, WindowSpec};
+    use crate::result::{DataSetInfo, Environment, RunContext};
+
+    /// A result whose reads took `latencies_us`, over a window of 10 s starting `offset_ms`
+    /// after a fixed instant.
+    fn shard(latencies_us: &[u64], offset_ms: i64) -> RunResult {
+        let mut read = new_histogram();
+        for &v in latencies_us {
+            read.record(v).unwrap();
+        }
+        let t0 = DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+            + chrono::TimeDelta::milliseconds(offset_ms);
+        let ctx = RunContext {
+            config: crate::Config::default(),
+            environment: Environment {
+                dbio_version: "0".into(),
+                client_host: "h".into(),
+                target: "t".into(),
+                session_tls: None,
+                server_version: "17.0".into(),
+                server_version_num: 170000,
+                settings: Default::default(),
+                data_set: DataSetInfo {
+                    schemas: 1,
+                    scale_blocks: 1000,
+                    block_size: 8192,
+                    table_bytes: 8192 * 1000,
+                    schemas_used: vec!["user1".into()],
+                },
+            },
+            warnings: vec![],
+            db: None,
+            waits: None,
+            device: None,
+            calibration: None,
+        };
+        let mut r = RunResult::build(
+            ctx,
+            WindowSpec::Time(std::time::Duration::from_secs(10)),
+            DriveOutcome {
+                status: RunStatus::Ok,
+                error: None,
+                start: t0,
+                end: t0 + chrono::TimeDelta::seconds(10),
+                measured_s: 10.0,
+                warmup_s: 0.0,
+                sessions: vec![],
+                histograms: [read, new_histogram()],
+                timeseries: vec![],
+                client_cpu: None,
+                sessions_lost: 0,
+            },
+        );
+        // The driver counts sessions' operations; here the histogram is the truth.
+        r.client.read.count = latencies_us.len() as u64;
+        r.client.ops = r.client.read.count;
+        r.client.read.ops_per_s = r.client.read.count as f64 / 10.0;
+        r.client.ops_per_s = r.client.read.ops_per_s;
+        r
+    }
+
+    fn paths(n: usize) -> Vec<PathBuf> {
+        (0..n)
+            .map(|k| PathBuf::from(format!("s{k}.json")))
+            .collect()
+    }
+
+    // The merged p99 of a fast shard and a slow one is the p99 of all their operations, far
+    // from the average of the two shards' p99s.
+    #[test]
+    fn percentiles_come_from_the_added_histograms_not_an_average() {
+        let fast: Vec<u64> = vec![100; 990];
+        let slow: Vec<u64> = vec![10_000; 10];
+        let m = merge(&paths(2), vec![shard(&fast, 0), shard(&slow, 5)], None).unwrap();
+        let l = m.client.read.latency_us.unwrap();
+        assert_eq!(m.client.read.count, 1000);
+        assert_eq!(l.p50, 100);
+        // 990 of 1000 at 100 µs: the 99th percentile is still 100 µs.
+        assert_eq!(l.p99, 100);
+        assert!(l.max >= 10_000 && l.max < 10_100);
+        assert!((m.client.read.ops_per_s - 100.0).abs() < 1e-9);
+        let info = m.merge.unwrap();
+        assert!((info.start_spread_s - 0.005).abs() < 1e-9);
+        assert!(!info.shards.iter().any(|s| s.late));
+    }
+
+    #[test]
+    fn a_late_shard_is_flagged_and_windows_apart_are_refused() {
+        let ops: Vec<u64> = vec![200; 100];
+        let m = merge(&paths(2), vec![shard(&ops, 0), shard(&ops, 1500)], None).unwrap();
+        let info = m.merge.unwrap();
+        assert!(info.shards[1].late && !info.shards[0].late);
+        assert!((info.overlap_s - 8.5).abs() < 1e-9);
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("shard 2 (s1.json) started late"))
+        );
+        // 6 s apart is beyond half the 10 s window.
+        let e = merge(&paths(2), vec![shard(&ops, 0), shard(&ops, 6000)], None).unwrap_err();
+        assert!(matches!(e, MergeError::Windows { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("s0.json 12:00:00.000 .. 12:00:10.000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shards_of_other_runs_or_shapes_are_refused() {
+        let ops: Vec<u64> = vec![200; 10];
+        let with = |run_id: &str, index: u32| {
+            let mut r = shard(&ops, 0);
+            r.shard = Some(ShardInfo {
+                run_id: run_id.into(),
+                index,
+                count: 2,
+                start_at: None,
+            });
+            r
+        };
+        let e = merge(&paths(2), vec![with("a", 0), with("b", 1)], None).unwrap_err();
+        assert!(e.to_string().contains("run id \"a\" vs \"b\""), "{e}");
+        let e = merge(&paths(2), vec![with("a", 1), with("a", 1)], None).unwrap_err();
+        assert!(e.to_string().contains("given twice"), "{e}");
+        let ok = merge(&paths(2), vec![with("a", 0), with("a", 1)], None).unwrap();
+        assert_eq!(ok.merge.unwrap().run_id.as_deref(), Some("a"));
+        let mut other = shard(&ops, 0);
+        other.config.run.work_unit = 8;
+        let e = merge(&paths(2), vec![shard(&ops, 0), other], None).unwrap_err();
+        assert!(e.to_string().contains("work_unit 64 vs 8"), "{e}");
+        let e = merge(&paths(1), vec![shard(&ops, 0)], None).unwrap_err();
+        assert!(matches!(e, MergeError::TooFew(1)));
+    }
+}
