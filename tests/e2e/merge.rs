@@ -77,7 +77,9 @@ async fn three_shard_processes_merge_into_one_exact_result() {
                     if k == 2 {
                         std::thread::sleep(Duration::from_secs(2));
                     }
-                    run(dsn, d, "6s", &[])
+                    // One run id: the shards of one run share the data set (a second run
+                    // on it is refused otherwise).
+                    run(dsn, d, "6s", &["--run-id", "merge-e2e"])
                 })
             })
             .collect();
@@ -119,6 +121,7 @@ async fn three_shard_processes_merge_into_one_exact_result() {
         "idx_scan delta {server} vs {reads} merged reads"
     );
     assert_eq!(m["sessions"].as_array().unwrap().len(), 3);
+    assert_eq!(m["merge"]["run_id"], "merge-e2e");
     assert_eq!(m["config"]["run"]["readers"], 3);
 
     // The merged percentiles are those of the sum of the shards' histograms.
@@ -257,13 +260,13 @@ async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
-        e.contains("different runs") && e.contains("\"run-x\" vs \"run-y\""),
+        e.contains("different runs") && e.contains("run id \"run-x\" vs run id \"run-y\""),
         "{e}"
     );
     let (o, _) = merge(&[&x, &a.join("result.json")]);
     assert_exit(&o, 2);
     assert!(
-        stderr(&o).contains("a plain run (no shard)"),
+        stderr(&o).contains("run id \"run-x\" vs no run id"),
         "{}",
         stderr(&o)
     );

@@ -14,7 +14,7 @@ use crate::Failure;
 use dbio_core::history::record::resolve_tag;
 
 use crate::args::{Cli, Command, CommonArgs, DataArgs, RampArgs, RunArgs, SessionArgs};
-use crate::history::RecordArgs;
+use crate::cmd::history::RecordArgs;
 
 /// The file's configuration with the common and data-set flags applied, validated.
 pub fn base_config(common: &CommonArgs, data: &DataArgs) -> Result<Config, Failure> {

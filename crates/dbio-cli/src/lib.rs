@@ -2,15 +2,11 @@
 //! tests can drive the whole CLI in-process.
 
 mod args;
-mod calibrate;
-mod commands;
+mod cmd;
 mod effective;
-mod history;
-mod manual;
-mod merge;
 mod oracle;
 mod progress;
-mod ramp;
+mod scratch_target;
 mod signals;
 
 use std::ffi::OsString;
@@ -84,7 +80,7 @@ where
             return 1;
         }
     };
-    let code = match runtime.block_on(commands::dispatch(cli)) {
+    let code = match runtime.block_on(cmd::dispatch(cli)) {
         Ok(code) => code,
         Err(f) => {
             eprintln!("dbio: error: {}", f.message);

@@ -50,7 +50,7 @@ mod enabled {
     use dbio_oracle::{loader, metrics, sql};
 
     use super::*;
-    use crate::commands::{RunOutput, drive_config, progress_line, publish, result_dir};
+    use crate::cmd::output::{RunOutput, drive_config, progress_line, publish, result_dir};
 
     /// target.connect_timeout for every connection; target.statement_timeout as the measured
     /// sessions' call timeout.
@@ -340,7 +340,9 @@ mod enabled {
                 block_size: block,
                 table_bytes: plan.table_bytes(),
                 schemas_used: used.into_iter().collect(),
+                tables: Vec::new(),
             },
+            read_path: None,
         };
         let (db, waits) = figures.map_or((None, None), |f| (Some(f.db), Some(f.waits)));
         let result = RunResult::build(
@@ -369,7 +371,7 @@ mod disabled {
     use dbio_core::result::RunResult;
 
     use super::*;
-    use crate::commands::RunOutput;
+    use crate::cmd::RunOutput;
 
     pub async fn setup(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
         Err(OracleError::NotBuilt.into())

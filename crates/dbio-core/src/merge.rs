@@ -12,11 +12,12 @@
 //! named. What cannot be had: a merged interval's p50/p99 (a result keeps each interval's
 //! percentiles, not its histogram), written null with a warning.
 //!
-//! Shards of one run carry `shard: {run_id, index, count}` in their result.json; results of
+//! Shards of one run carry `shard: {run_id, index, count}` in their result.json, or at least
+//! share `run.run_id` (`--run-id`, under which they hold one data set); results of
 //! different runs (run ids), of different shapes ([`crate::shape`]) or workloads, or whose
-//! windows do not overlap within the skew are refused, naming what differs. Plain results
-//! (no `shard`) may be merged too, when started together by hand: nothing proves they are one
-//! run, so the merged result says so in a warning.
+//! windows do not overlap within the skew are refused, naming what differs. Results with no
+//! run id at all may be merged too: nothing proves they are one run, and the merged result
+//! says so in a warning.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -181,7 +182,7 @@ pub fn merge(
 
     let first = &results[0];
     let mut warnings = Vec::new();
-    let run_id = first.shard.as_ref().map(|s| s.run_id.clone());
+    let run_id = run_identity(first).map(str::to_string);
     match &first.shard {
         Some(s) if (s.count as usize) != results.len() => warnings.push(format!(
             "{} of the run's {} shards were merged: the figures cover those shards' sessions only",
@@ -189,9 +190,10 @@ pub fn merge(
             s.count
         )),
         Some(_) => {}
-        None => warnings.push(
-            "the merged results carry no shard run id (they were not run with --shard): nothing proves they are one run beyond their shapes and overlapping windows".into(),
+        None if run_id.is_none() => warnings.push(
+            "the merged results carry no run id (neither --shard nor --run-id): nothing proves they are one run beyond their shapes and overlapping windows".into(),
         ),
+        None => {}
     }
 
     // Exact sums of the client figures.
@@ -443,14 +445,18 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
     let shape0 = Shape::of(&r0.config, Some(&r0.environment), data_device(r0));
     let mut indices = BTreeSet::new();
     for (p, r) in paths.iter().zip(results) {
+        if run_identity(r) != run_identity(r0) {
+            let name = |id: Option<&str>| match id {
+                Some(id) => format!("run id {id:?}"),
+                None => "no run id".to_string(),
+            };
+            return Err(different(
+                p,
+                format!("{} vs {}", name(run_identity(r0)), name(run_identity(r))),
+            ));
+        }
         match (&r0.shard, &r.shard) {
             (Some(a), Some(b)) => {
-                if a.run_id != b.run_id {
-                    return Err(different(
-                        p,
-                        format!("run id {:?} vs {:?}", a.run_id, b.run_id),
-                    ));
-                }
                 if a.count != b.count {
                     return Err(different(
                         p,
@@ -504,6 +510,16 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
         }
     }
     Ok(())
+}
+
+/// The id that names a result's run: its shard's, else the `run.run_id` it ran under
+/// (`--run-id`, which the shards of one run share to hold one data set); None for a run that
+/// was given none.
+pub fn run_identity(r: &RunResult) -> Option<&str> {
+    r.shard
+        .as_ref()
+        .map(|s| s.run_id.as_str())
+        .or(r.config.run.run_id.as_deref())
 }
 
 fn data_device(r: &RunResult) -> Option<&str> {
@@ -712,7 +728,9 @@ mod tests {
                     block_size: 8192,
                     table_bytes: 8192 * 1000,
                     schemas_used: vec!["user1".into()],
+                    tables: vec![],
                 },
+                read_path: None,
             },
             warnings: vec![],
             db: None,
@@ -806,7 +824,10 @@ mod tests {
             r
         };
         let e = merge(&paths(2), vec![with("a", 0), with("b", 1)], None).unwrap_err();
-        assert!(e.to_string().contains("run id \"a\" vs \"b\""), "{e}");
+        assert!(
+            e.to_string().contains("run id \"a\" vs run id \"b\""),
+            "{e}"
+        );
         let e = merge(&paths(2), vec![with("a", 1), with("a", 1)], None).unwrap_err();
         assert!(e.to_string().contains("given twice"), "{e}");
         let ok = merge(&paths(2), vec![with("a", 0), with("a", 1)], None).unwrap();
@@ -815,6 +836,17 @@ mod tests {
         other.config.run.work_unit = 8;
         let e = merge(&paths(2), vec![shard(&ops, 0), other], None).unwrap_err();
         assert!(e.to_string().contains("work_unit 64 vs 8"), "{e}");
+        // Plain runs under different --run-id values are different runs.
+        let (mut p, mut q) = (shard(&ops, 0), shard(&ops, 0));
+        p.config.run.run_id = Some("r1".into());
+        q.config.run.run_id = Some("r2".into());
+        let e = merge(&paths(2), vec![p.clone(), q], None).unwrap_err();
+        assert!(
+            e.to_string().contains("run id \"r1\" vs run id \"r2\""),
+            "{e}"
+        );
+        let m = merge(&paths(2), vec![p.clone(), p], None).unwrap();
+        assert_eq!(m.merge.unwrap().run_id.as_deref(), Some("r1"));
         let e = merge(&paths(1), vec![shard(&ops, 0)], None).unwrap_err();
         assert!(matches!(e, MergeError::TooFew(1)));
     }

@@ -73,6 +73,44 @@ pub struct Environment {
     /// suite; null where the engine does not report it (Oracle).
     #[serde(default)]
     pub session_tls: Option<SessionTls>,
+    /// The read path asked for and the plan preflight verified; null where the engine does
+    /// not verify it (Oracle) or in results written before it was recorded.
+    #[serde(default)]
+    pub read_path: Option<ReadPathInfo>,
+}
+
+/// `run.read_path` and the reader's plan as preflight verified it, with the settings that
+/// decide how many reads a session has in flight on that path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadPathInfo {
+    /// `index` or `bitmap`, as asked.
+    pub path: crate::config::ReadPath,
+    /// The plan's nodes, outermost first: `Aggregate > Index Scan using i_cf1 on user1.cf1`.
+    pub plan: String,
+    /// The node that reads the table (`Index Scan`, `Bitmap Heap Scan`).
+    pub scan: String,
+    /// How the plan was obtained.
+    pub source: String,
+    /// Server settings (null where this server version has none): io_method (18+),
+    /// effective_io_concurrency, io_combine_limit (17+).
+    pub io_method: Option<String>,
+    pub effective_io_concurrency: Option<String>,
+    pub io_combine_limit: Option<String>,
+}
+
+/// Where one table of the data set really is and how big, as preflight read the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableFacts {
+    pub schema: String,
+    /// The tablespace the table is in (pg_class.reltablespace, the database's default when 0).
+    pub tablespace: String,
+    pub index_tablespace: Option<String>,
+    /// Heap blocks on disk (pg_relation_size / block size).
+    pub blocks: u64,
+    /// Rows by pg_class.reltuples after preflight's VACUUM/ANALYZE (an estimate where
+    /// ANALYZE sampled); null when the table was never vacuumed or analyzed.
+    pub rows_estimate: Option<f64>,
+    pub owner: String,
 }
 
 /// TLS on the measured sessions' connections.
@@ -124,6 +162,10 @@ pub struct DataSetInfo {
     pub table_bytes: u64,
     /// Schemas the sessions used.
     pub schemas_used: Vec<String>,
+    /// Each schema's table as found before the window (tablespace, size); empty where the
+    /// engine does not read it.
+    #[serde(default)]
+    pub tables: Vec<TableFacts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

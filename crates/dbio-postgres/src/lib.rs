@@ -9,6 +9,7 @@ mod copy;
 pub mod dsn;
 pub mod error;
 pub mod loader;
+pub mod lock;
 pub mod maintenance;
 pub mod marker;
 pub mod run;
@@ -20,7 +21,10 @@ pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod tls;
-pub mod wire;
+pub mod verify;
+/// The measured sessions' own blocking protocol client; its public types are re-exported by
+/// `session` (the protocol tests and the client-cost example open it directly).
+mod wire;
 
 pub use conn::Target;
 pub use error::PgError;

@@ -7,8 +7,8 @@ use dbio_calibrate::{CalibrateOptions, Calibration};
 use dbio_core::chart::{Chart, Series, render_svg};
 use dbio_core::dbstats::CalibrationCompare;
 
+use super::write_results;
 use crate::Failure;
-use crate::commands::write_results;
 
 /// Checks the options and the path (nothing changed yet), makes the result folder, measures,
 /// and writes the files.

@@ -51,7 +51,7 @@ pub fn merge_cmd(a: MergeArgs, quiet: bool) -> Result<u8, Failure> {
     let dir = output::result_dir(a.out.as_deref(), "merge", a.overwrite)?;
     let text = report::render_text(&merged);
     let json = serde_json::to_string_pretty(&merged).map_err(|e| Failure::new(1, e.to_string()))?;
-    crate::commands::write_results(
+    super::write_results(
         &dir,
         &[
             ("result.json", json.as_bytes()),

@@ -2,7 +2,7 @@
 //! own folder, then the ramp's table, charts and HTML report.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use dbio_core::Config;
 use dbio_core::chart::render_figure;
@@ -14,9 +14,37 @@ use dbio_core::summary::{RampResult, summarize};
 use dbio_postgres::Target;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::run::run_benchmark;
+use super::{RunOutput, print_json, resolve, write_results};
 use crate::Failure;
 use crate::args::Format;
-use crate::commands::{RunOutput, print_json, run_benchmark, write_results};
+use crate::args::{CommonArgs, DataArgs, RampArgs, RunArgs};
+use crate::cmd::history::RecordArgs;
+use dbio_core::config::Engine;
+
+/// `dbio ramp`: the workload over the configured steps, then the table, charts and HTML.
+pub(super) async fn ramp_cmd(
+    common: &CommonArgs,
+    data: &DataArgs,
+    ramp_args: &RampArgs,
+    run: &RunArgs,
+    record: &RecordArgs,
+    quiet: bool,
+) -> Result<u8, Failure> {
+    let config = crate::effective::ramp_config(common, data, ramp_args, run)?;
+    if config.engine == Engine::Oracle {
+        return Err(Failure::new(
+            2,
+            "ramp is built for engine: postgres only; with Oracle, run `dbio run` per step and `dbio compare` the results",
+        ));
+    }
+    let target = resolve(&config, common)?;
+    let (result, dir) = ramp(&config, &target, quiet, run.format).await?;
+    if record.record {
+        super::history::record(dir.join("ramp.json"), record, quiet).await?;
+    }
+    Ok(if result.status == RunStatus::Ok { 0 } else { 1 })
+}
 
 /// (readers, writers, update_pct) of each step, readers varying fastest.
 pub fn plan(config: &Config) -> Vec<(u32, u32, u32)> {
@@ -250,7 +278,7 @@ pub async fn ramp(
 }
 
 /// The ramp's charts as (file name, SVG).
-fn ramp_svgs(ramp: &RampResult) -> Vec<(&'static str, String)> {
+pub(super) fn ramp_svgs(ramp: &RampResult) -> Vec<(&'static str, String)> {
     let label = ramp.label.as_deref().unwrap_or("ramp");
     ramp_charts(ramp, label)
         .into_iter()
@@ -280,69 +308,6 @@ fn eta(done: u64, total: u64, elapsed_s: f64, planned_run_s: f64) -> String {
             ""
         }
     )
-}
-
-/// `dbio report`: a run's result.json, a ramp's ramp.json, or a folder holding either.
-pub fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {
-    let file = if path.is_dir() {
-        ["ramp.json", "result.json"]
-            .iter()
-            .map(|n| path.join(n))
-            .find(|p| p.is_file())
-            .ok_or_else(|| {
-                Failure::new(
-                    2,
-                    format!(
-                        "{} holds neither ramp.json nor result.json; give a run's or a ramp's result folder",
-                        path.display()
-                    ),
-                )
-            })?
-    } else {
-        path.to_path_buf()
-    };
-    if let Some(ramp) = read_ramp(&file)? {
-        match format {
-            "json" => print_json(&ramp)?,
-            "csv" => print!("{}", ramp_csv(&ramp)),
-            "html" => print!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
-            _ => print!("{}", ramp_txt(&ramp)),
-        }
-        return Ok(0);
-    }
-    let r = RunResult::read_json(&file)?;
-    match format {
-        "json" => print_json(&r)?,
-        "csv" => print!("{}", dbio_core::report::render_csv(&r)),
-        "html" => {
-            return Err(Failure::new(
-                2,
-                "--format html renders a ramp (ramp.json); for a run use text, json or csv",
-            ));
-        }
-        _ => print!("{}", dbio_core::report::render_text(&r)),
-    }
-    Ok(0)
-}
-
-/// The ramp in `file`, or None when it is not a ramp (a run's result.json).
-fn read_ramp(file: &Path) -> Result<Option<RampResult>, Failure> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Failure::new(2, format!("cannot read {}: {e}", file.display())))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Failure::new(
-            2,
-            format!("{}: not a dbio result (invalid JSON: {e})", file.display()),
-        )
-    })?;
-    if value.get("kind").and_then(|k| k.as_str()) != Some("ramp") {
-        return Ok(None);
-    }
-    // read_step_set applies the format and sanity checks every reader of a ramp gets.
-    dbio_core::summary::read_step_set(file)?;
-    serde_json::from_value(value)
-        .map(Some)
-        .map_err(|e| Failure::new(2, format!("{}: not a valid dbio ramp: {e}", file.display())))
 }
 
 #[cfg(test)]

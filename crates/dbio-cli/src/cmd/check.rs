@@ -1,0 +1,22 @@
+//! `dbio check`: verify the data set.
+
+use dbio_core::config::Engine;
+use dbio_core::dataset::DataSetPlan;
+use dbio_postgres::check;
+
+use super::{DEFAULT_BLOCK_SIZE, interruptible, load_config, resolve};
+use crate::Failure;
+use crate::args::{CommonArgs, DataArgs};
+
+pub(super) async fn check_cmd(common: &CommonArgs, data: &DataArgs) -> Result<u8, Failure> {
+    let config = load_config(common, data)?;
+    if config.engine == Engine::Oracle {
+        let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+        return crate::oracle::check(&config, admin).await;
+    }
+    let target = resolve(&config, common)?;
+    let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
+    let report = interruptible(check::check(&target, &plan), "check").await?;
+    print!("{}", report.render_text());
+    Ok(if report.ok() { 0 } else { 1 })
+}

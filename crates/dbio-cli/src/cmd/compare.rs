@@ -1,0 +1,54 @@
+//! `dbio compare`: runs or ramps side by side.
+
+use std::path::Path;
+
+use dbio_core::compare::compare;
+use dbio_core::output;
+use dbio_core::summary::read_step_set;
+
+use super::print_json;
+use crate::Failure;
+
+pub(super) fn compare_cmd(
+    inputs: &[std::path::PathBuf],
+    format: &str,
+    out: Option<&Path>,
+) -> Result<u8, Failure> {
+    let sets = inputs
+        .iter()
+        .map(|p| read_step_set(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = compare(&sets);
+    if c.rows.is_empty() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "nothing to compare: no step is in every input ({})",
+                c.notes.join("; ")
+            ),
+        ));
+    }
+    let (text, csv, html) = (c.render_text(), c.render_csv(), c.render_html(&sets));
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::new(2, format!("cannot create {}: {e}", dir.display())))?;
+        for (name, body) in [
+            ("compare.txt", &text),
+            ("compare.csv", &csv),
+            ("compare.html", &html),
+        ] {
+            output::write_atomic(&dir.join(name), body.as_bytes())?;
+        }
+        eprintln!(
+            "compare: compare.txt, compare.csv, compare.html written to {}",
+            dir.display()
+        );
+    }
+    match format {
+        "csv" => print!("{csv}"),
+        "html" => print!("{html}"),
+        "json" => print_json(&c)?,
+        _ => print!("{text}"),
+    }
+    Ok(0)
+}

@@ -1,0 +1,28 @@
+//! `dbio config`: each effective setting with its source.
+
+use std::path::PathBuf;
+
+use crate::Failure;
+
+pub(super) fn config_cmd(
+    command: &[String],
+    config: Option<PathBuf>,
+    get: Option<String>,
+    yaml: bool,
+) -> Result<u8, Failure> {
+    let (c, rows) = crate::effective::with_sources(command, config)?;
+    match get {
+        Some(key) => match c.get(&key) {
+            Some(v) => println!("{v}"),
+            None => {
+                return Err(Failure::new(
+                    2,
+                    format!("no key `{key}` in the configuration"),
+                ));
+            }
+        },
+        None if yaml => print!("{}", c.to_yaml()),
+        None => print!("{}", crate::effective::render_sources(&rows)),
+    }
+    Ok(0)
+}

@@ -1,0 +1,113 @@
+//! `dbio quickstart`: scratch cluster, small data set, check, run, ramp.
+
+use std::path::Path;
+
+use dbio_core::Config;
+use dbio_core::dataset::DataSetPlan;
+use dbio_core::driver::RunStatus;
+use dbio_core::units::SizeSpec;
+use dbio_postgres::loader::SetupOptions;
+use dbio_postgres::scratch;
+use dbio_postgres::{Target, check};
+
+use super::output::STDERR;
+use super::run::run_benchmark;
+use super::scratch::{describe, scratch_options};
+use super::setup::setup;
+use super::{DEFAULT_BLOCK_SIZE, RunOutput, exit_code, interruptible};
+use crate::Failure;
+use crate::args::{Format, ScratchArgs};
+
+/// The quickstart when no config says otherwise: 2 schemas of 12,288 blocks (96 MiB each),
+/// six times the default 32 MB shared_buffers, then 10 s of 2 readers and 1 writer, then a
+/// ramp of 1, 2 and 4 readers for 5 s each.
+fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
+    let mut config = match path {
+        Some(p) => Config::from_file(p)?,
+        None => {
+            let mut c = Config::default();
+            c.data.schemas = 2;
+            c.data.scale = SizeSpec::Blocks(12_288);
+            c.run.readers = 2;
+            c.run.writers = 1;
+            c.run.run_time = dbio_core::units::Dur(std::time::Duration::from_secs(10));
+            c.ramp.readers = vec![1, 2, 4];
+            c.ramp.writers = Some(vec![0]);
+            c.ramp.run_time = Some(dbio_core::units::Dur(std::time::Duration::from_secs(5)));
+            c
+        }
+    };
+    if config.run.label.is_none() {
+        config.run.label = Some("quickstart".into());
+    }
+    config.target.dsn = None;
+    config.validate()?;
+    Ok(config)
+}
+
+pub(super) async fn quickstart(
+    config_path: Option<&Path>,
+    scratch_args: &ScratchArgs,
+    keep: bool,
+    quiet: bool,
+) -> Result<u8, Failure> {
+    let config = quickstart_config(config_path)?;
+    eprintln!(
+        "quickstart: starting a scratch PostgreSQL in {}",
+        scratch_args.dir.display()
+    );
+    let cluster = scratch::start(&scratch_options(scratch_args)?)?;
+    eprintln!("{}", describe(&cluster));
+    if !cluster.direct_io() && !quiet {
+        eprintln!(
+            "quickstart: this server reads through the OS page cache, so its small data set is read from memory; the charts mark such steps. For device reads use PostgreSQL 16+ with --direct-io (scripts/quickstart.sh does)"
+        );
+    }
+    let target = Target::from_dsn(&cluster.dsn())?;
+    let result = quickstart_work(&config, &target, quiet).await;
+    if !keep {
+        scratch::stop(&cluster.dir)?;
+        eprintln!(
+            "quickstart: scratch server stopped; its files stay in {} (restart: dbio scratch start --dir {}; remove: rm -rf {})",
+            cluster.dir.display(),
+            scratch_args.dir.display(),
+            cluster.dir.display()
+        );
+    } else {
+        eprintln!(
+            "quickstart: scratch server left running at {} (psql and pgbench: eval \"$(dbio scratch env --dir {})\"; dbio: --dsn \"{}\"; stop: dbio scratch stop --dir {})",
+            cluster.dsn(),
+            scratch_args.dir.display(),
+            cluster.dsn(),
+            scratch_args.dir.display()
+        );
+    }
+    result
+}
+
+async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Result<u8, Failure> {
+    let opts = SetupOptions {
+        force: false,
+        drop_dependents: false,
+        drop_caches: config.collector.drop_caches,
+    };
+    let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
+    println!("== data set ==");
+    print!("{}", summary.render_text());
+    let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
+    let report = interruptible(check::check(target, &plan), "check").await?;
+    println!("== check ==");
+    print!("{}", report.render_text());
+    if !report.ok() {
+        return Ok(1);
+    }
+    println!("== run ==");
+    let output = RunOutput { quiet, ..STDERR };
+    let result = run_benchmark(config, target, &output).await?;
+    if result.status != RunStatus::Ok {
+        return Ok(exit_code(&result));
+    }
+    println!("== ramp ==");
+    let (ramp, _) = super::ramp::ramp(config, target, quiet, Format::Text).await?;
+    Ok(if ramp.status == RunStatus::Ok { 0 } else { 1 })
+}

@@ -1,0 +1,240 @@
+//! The client-side loop: one session's operations on its own thread, timed around each round
+//! trip, through warm-up and window.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::coordinator::{Shared, Timeline, stop_cause};
+use super::outcome::{RunStatus, SessionError, SessionHistograms, SessionOutcome};
+use super::session::{OpError, Session, SessionSpec};
+use super::timeseries::Live;
+use crate::config::OnError;
+use crate::workload::{Op, OpKind, OpStream};
+
+pub(super) struct SessionCtx {
+    pub(super) shared: Arc<Shared>,
+    pub(super) live: Arc<Live>,
+    pub(super) arrivals: Arc<Arrivals>,
+    pub(super) warmup: Duration,
+    pub(super) on_error: OnError,
+}
+
+/// Sessions that finished their warm-up (or ended before the window).
+#[derive(Default)]
+pub(super) struct Arrivals {
+    pub(super) count: AtomicUsize,
+    pub(super) notify: Notify,
+}
+
+/// Counts the session as arrived when dropped, whatever path it leaves the warm-up by.
+pub(super) struct Arrival<'a>(pub(super) &'a Arrivals);
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_add(1, Ordering::AcqRel);
+        self.0.notify.notify_one();
+    }
+}
+
+/// Text that differs from every earlier value of the row: SLOB 2.5 writes changing values
+/// because Oracle 12.2+ skips redo for same-value updates. ':' never occurs in loaded filler.
+pub(super) fn update_value(session: u32, n: u64, out: &mut String) {
+    use std::fmt::Write as _;
+    out.clear();
+    let _ = write!(out, "upd:{session}:{n}:");
+    while out.len() < 120 {
+        out.push('u');
+    }
+}
+
+/// One operation's kind, timing and result.
+pub(super) struct Done {
+    pub(super) kind: OpKind,
+    pub(super) t0: Instant,
+    pub(super) t1: Instant,
+    pub(super) result: Result<u64, OpError>,
+}
+
+/// State of one session's operation stream across warm-up and window.
+pub(super) struct Runner<S> {
+    pub(super) session: S,
+    pub(super) spec: SessionSpec,
+    pub(super) ops: OpStream,
+    pub(super) value: String,
+    pub(super) n: u64,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl<S: Session> Runner<S> {
+    /// Thinks if the op says so, then runs it; `None` when the run stopped meanwhile.
+    pub(super) fn next(&mut self) -> Option<Done> {
+        let op: Op = self.ops.next_op();
+        self.n += 1;
+        if let Some(pause) = op.think
+            && !self.shared.pause(pause)
+        {
+            return None;
+        }
+        let t0 = Instant::now();
+        let result = match op.kind {
+            OpKind::Read => self.session.read(op.lo, op.hi),
+            OpKind::Update => {
+                update_value(self.spec.index, self.n, &mut self.value);
+                self.session.update(op.lo, op.hi, &self.value)
+            }
+        };
+        Some(Done {
+            kind: op.kind,
+            t0,
+            t1: Instant::now(),
+            result,
+        })
+    }
+}
+
+/// Records an operation's error; true when the session must stop.
+pub(super) fn on_op_error(
+    outcome: &mut SessionOutcome,
+    ctx: &SessionCtx,
+    kind: OpKind,
+    e: &OpError,
+    at_s: f64,
+) -> bool {
+    if outcome.first_error.is_none() {
+        outcome.first_error = Some(SessionError {
+            at_s,
+            kind,
+            message: e.message.clone(),
+        });
+    }
+    if ctx.on_error == OnError::Abort {
+        ctx.shared.stop(
+            RunStatus::Failed,
+            format!(
+                "{} ({}) failed a {}: {}",
+                outcome.spec.name,
+                outcome.spec.schema,
+                kind.name(),
+                e.message
+            ),
+        );
+        outcome.ended_by = "error".into();
+        return true;
+    }
+    if e.fatal {
+        outcome.ended_by = "error".into();
+        return true;
+    }
+    false
+}
+
+pub(super) fn session_loop<S: Session>(
+    session: S,
+    spec: SessionSpec,
+    ops: OpStream,
+    ctx: SessionCtx,
+) -> SessionOutcome {
+    let mut outcome = SessionOutcome::new(spec.clone());
+    let mut runner = Runner {
+        session,
+        spec,
+        ops,
+        value: String::with_capacity(128),
+        n: 0,
+        shared: Arc::clone(&ctx.shared),
+    };
+    let arrival = Arrival(&ctx.arrivals);
+    let Some(go) = ctx.shared.wait_for(|b| b.go) else {
+        outcome.ended_by = stop_cause(&ctx.shared);
+        return outcome;
+    };
+
+    // Warm-up: the same operations, not measured; then publish the statistics so the
+    // "before" snapshot sees them.
+    if !ctx.warmup.is_zero() {
+        let warm_end = go + ctx.warmup;
+        while !ctx.shared.stopped() && Instant::now() < warm_end {
+            let Some(done) = runner.next() else {
+                break;
+            };
+            if let Err(e) = &done.result {
+                if ctx.shared.stopped() {
+                    break;
+                }
+                let at_s = -(warm_end.saturating_duration_since(done.t1).as_secs_f64());
+                if on_op_error(&mut outcome, &ctx, done.kind, e, at_s) {
+                    break;
+                }
+            }
+        }
+        runner.session.flush_stats();
+    }
+    drop(arrival);
+
+    let timeline = ctx
+        .shared
+        .wait_for(|b| b.window)
+        .unwrap_or_else(Timeline::empty);
+    let mut hist = Box::new(SessionHistograms::default());
+    let mut first_start: Option<Instant> = None;
+    let mut last_end: Option<Instant> = None;
+    let mut measured: u64 = 0;
+    loop {
+        if ctx.shared.stopped() {
+            if outcome.ended_by != "error" {
+                outcome.ended_by = stop_cause(&ctx.shared);
+            }
+            break;
+        }
+        let now = Instant::now();
+        if timeline.end.is_some_and(|end| now >= end)
+            || timeline.loops.is_some_and(|l| measured >= l)
+        {
+            break;
+        }
+        let Some(done) = runner.next() else {
+            continue;
+        };
+        let k = done.kind.index();
+        match done.result {
+            Ok(rows) => {
+                let us = (done.t1 - done.t0).as_micros() as u64;
+                hist.record(k, us.max(1));
+                ctx.live.ops[k].fetch_add(1, Ordering::Relaxed);
+                ctx.live.latency.record(us);
+                outcome.ops[k] += 1;
+                outcome.rows[k] += rows;
+                measured += 1;
+                first_start.get_or_insert(done.t0);
+                last_end = Some(done.t1);
+            }
+            Err(e) => {
+                if ctx.shared.stopped() {
+                    // The statement was cancelled because the run is stopping.
+                    continue;
+                }
+                outcome.errors[k] += 1;
+                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                measured += 1;
+                if on_op_error(
+                    &mut outcome,
+                    &ctx,
+                    done.kind,
+                    &e,
+                    timeline.offset_s(done.t1),
+                ) {
+                    break;
+                }
+            }
+        }
+    }
+    runner.session.flush_stats();
+    outcome.start = first_start.map(|t| timeline.utc(t));
+    outcome.end = last_end.map(|t| timeline.utc(t));
+    outcome.last_end_at = last_end;
+    outcome.histograms = Some(hist);
+    outcome
+}

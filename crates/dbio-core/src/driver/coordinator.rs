@@ -1,0 +1,549 @@
+//! The coordinator: releases the sessions together, opens and closes the window, drains the
+//! time series, stops the run on an interrupt or a fatal error, and bounds the wait for
+//! sessions that no longer answer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, watch};
+
+use super::client_loop::{Arrival, Arrivals, SessionCtx, session_loop};
+use super::outcome::{DriveOutcome, RunStatus, SessionOutcome, merge_histograms};
+use super::session::{Canceller, Session, SessionSpec};
+use super::timeseries::{Live, Progress, ProgressAcc, drain};
+use super::usage::{cpu_now, cpu_since};
+use super::{DriveConfig, WindowSpec};
+use crate::interrupt::Interrupts;
+use crate::stats::LOG_BUCKETS;
+use crate::workload::{OpStream, session_seed};
+
+/// How long the driver still waits for a session thread after shutting its connection down
+/// (or after a second interrupt) before it abandons the thread.
+pub(super) const CLOSE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long past the window's end a session's last operation (a lock wait, a server-engine
+/// loop finishing) may take to return by itself before the grace starts: a healthy server
+/// is not cut off at the window's end, a stopped one still ends the run.
+pub(super) const END_SLACK: Duration = Duration::from_secs(30);
+
+/// Shared between the coordinator and the sessions.
+pub(super) struct Shared {
+    pub(super) stop: AtomicBool,
+    pub(super) stop_tx: watch::Sender<bool>,
+    /// (status, message) of whoever stopped the run first.
+    pub(super) reason: Mutex<Option<(RunStatus, String)>>,
+    /// What session threads wait on: the release, the window, the stop.
+    pub(super) board: Mutex<Board>,
+    pub(super) board_cv: Condvar,
+}
+
+#[derive(Default)]
+pub(super) struct Board {
+    pub(super) go: Option<Instant>,
+    pub(super) window: Option<Timeline>,
+    pub(super) stopped: bool,
+}
+
+impl Shared {
+    pub(super) fn new() -> Arc<Shared> {
+        let (stop_tx, _) = watch::channel(false);
+        Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            stop_tx,
+            reason: Mutex::new(None),
+            board: Mutex::new(Board::default()),
+            board_cv: Condvar::new(),
+        })
+    }
+
+    /// How the run ended: the first stop's status and message, or ok.
+    pub(super) fn status(&self) -> (RunStatus, Option<String>) {
+        match self.reason.lock().ok().and_then(|r| r.clone()) {
+            Some((status, message)) => (status, Some(message)),
+            None => (RunStatus::Ok, None),
+        }
+    }
+
+    pub(super) fn stop(&self, status: RunStatus, message: String) {
+        if let Ok(mut r) = self.reason.lock()
+            && r.is_none()
+        {
+            *r = Some((status, message));
+        }
+        self.stop.store(true, Ordering::Release);
+        self.stop_tx.send_replace(true);
+        self.post(|b| b.stopped = true);
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Changes the board and wakes every waiting session.
+    pub(super) fn post(&self, f: impl FnOnce(&mut Board)) {
+        if let Ok(mut b) = self.board.lock() {
+            f(&mut b);
+        }
+        self.board_cv.notify_all();
+    }
+
+    /// Blocks until `pick` finds something on the board or the run stops (then None).
+    pub(super) fn wait_for<T>(&self, pick: impl Fn(&Board) -> Option<T>) -> Option<T> {
+        let mut b = self.board.lock().ok()?;
+        loop {
+            if let Some(v) = pick(&b) {
+                return Some(v);
+            }
+            if b.stopped {
+                return None;
+            }
+            b = self.board_cv.wait(b).ok()?;
+        }
+    }
+
+    /// Sleeps for `pause` unless the run stops first; false when it stopped.
+    pub(super) fn pause(&self, pause: Duration) -> bool {
+        let Ok(b) = self.board.lock() else {
+            return false;
+        };
+        match self.board_cv.wait_timeout_while(b, pause, |b| !b.stopped) {
+            Ok((b, _)) => !b.stopped,
+            Err(_) => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Timeline {
+    pub(super) measure_from: Instant,
+    pub(super) end: Option<Instant>,
+    pub(super) loops: Option<u64>,
+    /// Wall-clock time of `measure_from`, to stamp results in UTC.
+    pub(super) wall_at_measure: SystemTime,
+}
+
+impl Timeline {
+    /// A window that never opened (the run stopped before it).
+    pub(super) fn empty() -> Timeline {
+        Timeline {
+            measure_from: Instant::now(),
+            end: Some(Instant::now()),
+            loops: None,
+            wall_at_measure: SystemTime::now(),
+        }
+    }
+
+    pub(super) fn utc(&self, at: Instant) -> DateTime<Utc> {
+        let t = if at >= self.measure_from {
+            self.wall_at_measure + (at - self.measure_from)
+        } else {
+            self.wall_at_measure - (self.measure_from - at)
+        };
+        DateTime::<Utc>::from(t)
+    }
+
+    pub(super) fn offset_s(&self, at: Instant) -> f64 {
+        if at >= self.measure_from {
+            (at - self.measure_from).as_secs_f64()
+        } else {
+            -(self.measure_from - at).as_secs_f64()
+        }
+    }
+}
+
+/// Runs the sessions and returns what was measured. The first of `interrupts` (Ctrl-C,
+/// SIGTERM, SIGHUP) stops the run, the second ends the wait for its sessions at once;
+/// `on_progress` is called every `progress` period;
+/// `before_window` runs once every session has finished its warm-up and flushed its
+/// statistics, just before the window opens (the collector's "before" snapshot); an error
+/// from it fails the run before anything is measured.
+pub async fn drive<S, H, HF>(
+    sessions: Vec<(SessionSpec, S)>,
+    cfg: &DriveConfig,
+    interrupts: Interrupts,
+    mut on_progress: impl FnMut(&Progress),
+    before_window: H,
+) -> DriveOutcome
+where
+    S: Session,
+    H: FnOnce() -> HF,
+    HF: Future<Output = Result<(), String>>,
+{
+    let shared = Shared::new();
+    let arrivals = Arc::new(Arrivals::default());
+    let mut cancellers = Vec::new();
+    let mut lives = Vec::new();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
+    let mut sessions_n = 0;
+    let mut stragglers = Stragglers::new(cfg.grace);
+    for (spec, session) in sessions {
+        cancellers.push(session.canceller());
+        let closer = session.closer();
+        let live = Arc::new(Live::default());
+        lives.push(Arc::clone(&live));
+        let ops = OpStream::new(
+            cfg.workload.clone(),
+            spec.kind,
+            session_seed(cfg.seed, spec.index),
+        );
+        let ctx = SessionCtx {
+            shared: Arc::clone(&shared),
+            live,
+            arrivals: Arc::clone(&arrivals),
+            warmup: cfg.warmup,
+            on_error: cfg.on_error,
+        };
+        let tx = done_tx.clone();
+        let name = spec.name.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name.clone())
+            .stack_size(SESSION_STACK)
+            .spawn({
+                let spec = spec.clone();
+                move || {
+                    let outcome = session_loop(session, spec, ops, ctx);
+                    let _ = tx.send(outcome);
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                sessions_n += 1;
+                stragglers.add(spec, closer);
+            }
+            Err(e) => {
+                // Counted as arrived so the warm-up barrier does not wait for it.
+                drop(Arrival(&arrivals));
+                shared.stop(
+                    RunStatus::Failed,
+                    format!("could not start the thread of {name}: {e}"),
+                );
+            }
+        }
+    }
+    drop(done_tx);
+    let mut stop_rx = shared.stop_tx.subscribe();
+    let interrupt = interrupts.clone().reached(1);
+    let hurry = interrupts.reached(2);
+    tokio::pin!(interrupt, hurry);
+    let mut interrupt_done = false;
+    let mut hurried = false;
+    let mut stopped_at: Option<Instant> = None;
+    // Every session is connected and prepared: release them together.
+    let released = Instant::now();
+    shared.post(|b| b.go = Some(released));
+    if !cfg.warmup.is_zero() {
+        on_progress(&Progress {
+            elapsed_s: 0.0,
+            ops_per_s: 0.0,
+            p99_us: None,
+            errors: 0,
+            warmup: true,
+        });
+        // Every session ends its warm-up and flushes its statistics before the snapshot.
+        while arrivals.count.load(Ordering::Acquire) < sessions_n && !shared.stopped() {
+            tokio::select! {
+                _ = arrivals.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                by = &mut interrupt, if !interrupt_done => {
+                    interrupt_done = true;
+                    shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+                }
+            }
+        }
+    }
+    if !shared.stopped() {
+        // The "before" snapshot talks to the server: an interrupt must not wait for it.
+        let before = tokio::select! {
+            r = before_window() => r,
+            by = &mut interrupt, if !interrupt_done => {
+                interrupt_done = true;
+                Err(format!("interrupted by {by}"))
+            }
+        };
+        if let Err(e) = before {
+            let status = if interrupt_done {
+                RunStatus::Interrupted
+            } else {
+                RunStatus::Failed
+            };
+            shared.stop(status, e);
+        }
+    }
+    if shared.stopped() {
+        let now = Instant::now();
+        stopped_at = Some(now);
+        cancel_all(&cancellers);
+        stragglers.restart(now);
+    }
+    let measure_from = Instant::now();
+    let timeline = Timeline {
+        measure_from,
+        end: match cfg.window {
+            WindowSpec::Time(d) => Some(measure_from + d),
+            WindowSpec::Loops(_) => None,
+        },
+        loops: match cfg.window {
+            WindowSpec::Loops(n) => Some(n),
+            WindowSpec::Time(_) => None,
+        },
+        wall_at_measure: SystemTime::now(),
+    };
+    shared.post(|b| b.window = Some(timeline));
+
+    let cpu_start = cpu_now();
+    let mut timeseries = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut counts = vec![0u64; LOG_BUCKETS];
+    let mut last_drain = measure_from;
+    let mut progress_acc = ProgressAcc::default();
+    let mut next_progress = measure_from + cfg.progress;
+    let mut next_tick = measure_from + cfg.interval;
+    loop {
+        tokio::select! {
+            done = done_rx.recv() => {
+                match done {
+                    Some(mut outcome) => {
+                        stragglers.arrived(&mut outcome);
+                        outcomes.push(outcome);
+                    }
+                    None => {
+                        if outcomes.len() < sessions_n {
+                            // A thread that panicked drops its sender without an outcome.
+                            shared.stop(
+                                RunStatus::Failed,
+                                format!("{} session thread(s) ended abnormally", sessions_n - outcomes.len()),
+                            );
+                        }
+                        break;
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(next_tick.into()) => {
+                let now = Instant::now();
+                if let Some(end) = timeline.end
+                    && now >= end
+                {
+                    stragglers.ending(end + END_SLACK);
+                }
+                {
+                    let row = drain(&lives, &mut counts, timeline, last_drain, now);
+                    last_drain = now;
+                    next_tick += cfg.interval;
+                    progress_acc.add(&row, &counts);
+                    timeseries.push(row);
+                    if !cfg.progress.is_zero() && now >= next_progress {
+                        on_progress(&progress_acc.take(timeline.offset_s(now)));
+                        while next_progress <= now {
+                            next_progress += cfg.progress;
+                        }
+                    }
+                }
+            }
+            by = &mut interrupt, if !interrupt_done => {
+                interrupt_done = true;
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+            }
+            by = &mut hurry, if !hurried => {
+                hurried = true;
+                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+                stragglers.close_all(Instant::now());
+            }
+            _ = stop_rx.changed(), if stopped_at.is_none() => {
+                if *stop_rx.borrow() {
+                    let now = Instant::now();
+                    stopped_at = Some(now);
+                    cancel_all(&cancellers);
+                    stragglers.restart(now);
+                }
+            }
+            _ = sleep_until_opt(stragglers.deadline()) => {
+                if stragglers.on_deadline(Instant::now()) {
+                    break;
+                }
+            }
+        }
+    }
+    let sessions_lost = stragglers.finish(&mut outcomes, &shared);
+    let end_instant = match (timeline.end, stopped_at) {
+        (_, Some(s)) => s,
+        (Some(end), None) => end,
+        (None, None) => outcomes
+            .iter()
+            .filter_map(|o| o.last_end_at)
+            .max()
+            .unwrap_or(measure_from),
+    }
+    .max(measure_from);
+    let client_cpu = cpu_since(cpu_start);
+    // The last, partial interval.
+    let now = Instant::now();
+    if now > last_drain && now >= measure_from {
+        let row = drain(&lives, &mut counts, timeline, last_drain, now);
+        if row.reads + row.updates + row.errors > 0 {
+            timeseries.push(row);
+        }
+    }
+
+    let histograms = merge_histograms(&mut outcomes);
+    let (status, error) = shared.status();
+    let measured_s = (end_instant - measure_from).as_secs_f64();
+    DriveOutcome {
+        status,
+        error,
+        start: timeline.utc(measure_from),
+        end: timeline.utc(end_instant),
+        measured_s,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        sessions: outcomes,
+        histograms,
+        timeseries,
+        client_cpu,
+        sessions_lost,
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+pub(super) async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The sessions the driver still waits for, and the bounded grace they get once the run is
+/// ending. A session blocked in a read on a server that stopped answering (its processes
+/// stopped, a network partition) would otherwise keep the run, and Ctrl-C, waiting for
+/// ever. `grace` after the cancel requests (or `END_SLACK` + `grace` after the window's
+/// end, for a session that does not come back by itself) its connection is shut
+/// down from here (the backend's closer: shutdown(2) on a duplicate of its socket), which
+/// makes the blocked read return at once, so the thread still hands back what it measured.
+/// A thread that has not answered `CLOSE_WAIT` later is abandoned (detached) and counted
+/// lost with nothing measured. Shutting sockets down, rather than only abandoning threads,
+/// keeps the lost sessions' measurements and frees their connections.
+pub(super) struct Stragglers {
+    pub(super) pending: BTreeMap<u32, (SessionSpec, Option<Canceller>)>,
+    pub(super) grace: Duration,
+    pub(super) close_at: Option<Instant>,
+    pub(super) give_up_at: Option<Instant>,
+    /// Sessions whose connection was shut down: they did not answer in time.
+    pub(super) closed: BTreeSet<u32>,
+}
+
+impl Stragglers {
+    pub(super) fn new(grace: Duration) -> Stragglers {
+        Stragglers {
+            pending: BTreeMap::new(),
+            grace,
+            close_at: None,
+            give_up_at: None,
+            closed: BTreeSet::new(),
+        }
+    }
+
+    pub(super) fn add(&mut self, spec: SessionSpec, closer: Option<Canceller>) {
+        self.pending.insert(spec.index, (spec, closer));
+    }
+
+    /// The window is over and sessions should return by `at`: the grace starts then, unless
+    /// a stop started it already.
+    pub(super) fn ending(&mut self, at: Instant) {
+        if self.close_at.is_none() {
+            self.close_at = Some(at + self.grace);
+        }
+    }
+
+    /// The run stops at `at` (cancel requests sent): the grace starts now, unless it started
+    /// earlier.
+    pub(super) fn restart(&mut self, at: Instant) {
+        let close = at + self.grace;
+        self.close_at = Some(self.close_at.map_or(close, |c| c.min(close)));
+    }
+
+    /// A session handed its outcome back.
+    pub(super) fn arrived(&mut self, outcome: &mut SessionOutcome) {
+        self.pending.remove(&outcome.spec.index);
+        if self.closed.contains(&outcome.spec.index) {
+            outcome.ended_by = "lost".into();
+        }
+    }
+
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.give_up_at.or(self.close_at)
+    }
+
+    /// The deadline passed: shuts the stragglers' connections down, or (the second time)
+    /// gives up on them; true when the driver should stop waiting.
+    pub(super) fn on_deadline(&mut self, now: Instant) -> bool {
+        if self.give_up_at.is_some() {
+            return true;
+        }
+        self.close_all(now);
+        false
+    }
+
+    /// Shuts every pending session's connection down now; the threads get `CLOSE_WAIT`.
+    pub(super) fn close_all(&mut self, now: Instant) {
+        for (index, (_, closer)) in &self.pending {
+            if let Some(close) = closer {
+                close();
+            }
+            self.closed.insert(*index);
+        }
+        let give_up = now + CLOSE_WAIT;
+        self.give_up_at = Some(self.give_up_at.map_or(give_up, |g| g.min(give_up)));
+    }
+
+    /// Adds an outcome for every session that never answered, counts the lost ones and
+    /// says so in the run's status: a run that lost sessions is not `ok`.
+    pub(super) fn finish(self, outcomes: &mut Vec<SessionOutcome>, shared: &Shared) -> u32 {
+        let grace_s = self.grace.as_secs_f64();
+        for (_, (spec, _)) in self.pending {
+            let mut o = SessionOutcome::new(spec);
+            o.ended_by = "lost".into();
+            outcomes.push(o);
+        }
+        let lost = outcomes.iter().filter(|o| o.ended_by == "lost").count() as u32;
+        if lost > 0 {
+            let what = format!(
+                "{lost} session(s) did not answer within {grace_s} s and were counted lost \
+                 (the server stopped answering?)"
+            );
+            shared.stop(RunStatus::Failed, what.clone());
+            if let Ok(mut r) = shared.reason.lock()
+                && let Some((_, message)) = r.as_mut()
+                && !message.contains(&what)
+            {
+                message.push_str("; ");
+                message.push_str(&what);
+            }
+        }
+        lost
+    }
+}
+
+/// Stack of a session thread: its loop is shallow; the histograms live on the heap.
+pub(super) const SESSION_STACK: usize = 256 * 1024;
+
+/// Cancels every statement in flight so sessions return at once.
+pub(super) fn cancel_all(cancellers: &[Canceller]) {
+    for c in cancellers {
+        let c = Arc::clone(c);
+        tokio::task::spawn_blocking(move || c());
+    }
+}
+
+pub(super) fn stop_cause(shared: &Shared) -> String {
+    match shared
+        .reason
+        .lock()
+        .ok()
+        .and_then(|r| r.as_ref().map(|(s, _)| *s))
+    {
+        Some(RunStatus::Interrupted) => "interrupted".into(),
+        _ => "aborted".into(),
+    }
+}

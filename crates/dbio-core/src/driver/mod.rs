@@ -1,0 +1,429 @@
+//! The session driver: owns timing. Sessions arrive connected and prepared; one release starts
+//! them together; the measured window is exactly `run_time` after an optional warm-up, or
+//! `work_loop` measured operations per session. Each session runs on its own OS thread and
+//! blocks on its own connection, so an operation costs one write and one read on the socket
+//! and nothing else: no event loop, no task hand-off between the timer and the round trip.
+//! Each operation is timed around that round trip and recorded into the session's own HDR
+//! histogram (no lock, merged at the end) and into lock-free interval counters that the
+//! coordinator (an async task) drains for the time series and the progress line. Ctrl-C
+//! (SIGINT, SIGTERM, SIGHUP) or a fatal error stops every session and cancels its statement;
+//! a session that does not answer within a bounded grace (the server stopped answering) is
+//! cut off and counted lost, so the run always ends and its result is always written.
+
+mod client_loop;
+mod coordinator;
+mod outcome;
+mod server_loop;
+mod session;
+mod timeseries;
+mod usage;
+
+pub use coordinator::drive;
+pub use outcome::{
+    CpuUsage, DriveOutcome, RunStatus, SessionError, SessionHistograms, SessionOutcome,
+};
+pub use server_loop::{LoopCounts, LoopSession, drive_loops};
+pub use session::{Canceller, OpError, Session, SessionSpec, session_specs};
+pub use timeseries::{IntervalRow, Progress};
+pub use usage::{cpu_now, max_rss_kib};
+
+use std::time::Duration;
+
+use crate::config::OnError;
+use crate::workload::Workload;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// Measure for this long.
+    Time(Duration),
+    /// Measure this many operations per session.
+    Loops(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct DriveConfig {
+    pub workload: Workload,
+    pub window: WindowSpec,
+    pub warmup: Duration,
+    pub interval: Duration,
+    pub progress: Duration,
+    pub on_error: OnError,
+    pub seed: u64,
+    /// How long sessions get to answer once the run is ending (cancel requests sent, or the
+    /// window over) before their connections are shut down and they are counted lost.
+    pub grace: Duration,
+}
+
+/// The grace a run's sessions get by default: a cancelled statement returns in
+/// milliseconds, so seconds only pass when the server has stopped answering.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Instant;
+
+    use super::usage::vm_hwm_kib;
+    use super::*;
+    use crate::config::RedoStress;
+    use crate::interrupt::Interrupts;
+
+    /// A stand-in for a database session, for the driver's own timing logic: a fixed
+    /// service time and optional failures. The database itself is tested end to end.
+    struct FakeSession {
+        service: Duration,
+        fail_after: Option<u64>,
+        done: u64,
+        flushes: u32,
+    }
+
+    impl Session for FakeSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.step()?;
+            Ok((hi - lo + 1) as u64)
+        }
+        fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError> {
+            assert!(value.starts_with("upd:") && value.len() == 120);
+            self.step()?;
+            Ok((hi - lo + 1) as u64)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn flush_stats(&mut self) {
+            self.flushes += 1;
+        }
+    }
+
+    impl FakeSession {
+        fn step(&mut self) -> Result<(), OpError> {
+            std::thread::sleep(self.service);
+            self.done += 1;
+            if self.fail_after.is_some_and(|n| self.done > n) {
+                return Err(OpError {
+                    message: "boom".into(),
+                    fatal: false,
+                });
+            }
+            Ok(())
+        }
+    }
+
+    fn cfg(window: WindowSpec, update_pct: u32) -> DriveConfig {
+        DriveConfig {
+            workload: Workload {
+                scale_blocks: 1000,
+                work_unit: 10,
+                update_work_unit: 2,
+                update_pct,
+                hot_spot: None,
+                hot_spot_frequency: 0,
+                think_frequency: 0,
+                think_min: Duration::ZERO,
+                think_max: Duration::ZERO,
+                redo_stress: RedoStress::Lite,
+            },
+            window,
+            warmup: Duration::ZERO,
+            interval: Duration::from_millis(100),
+            progress: Duration::ZERO,
+            on_error: OnError::Abort,
+            seed: 1,
+            grace: STOP_GRACE,
+        }
+    }
+
+    async fn ok() -> Result<(), String> {
+        Ok(())
+    }
+
+    fn fakes(n: u32, fail_after: Option<u64>) -> Vec<(SessionSpec, FakeSession)> {
+        session_specs(n, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    FakeSession {
+                        service: Duration::from_millis(2),
+                        fail_after,
+                        done: 0,
+                        flushes: 0,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn peak_rss_comes_from_vm_hwm() {
+        let status = "Name:\tdbio\nVmPeak:\t  99999 kB\nVmHWM:\t    7948 kB\nVmRSS:\t 7000 kB\n";
+        assert_eq!(vm_hwm_kib(status), Some(7948));
+        assert_eq!(vm_hwm_kib("Name:\tx\n"), None);
+        assert!(max_rss_kib().is_some_and(|k| k > 0));
+    }
+
+    #[test]
+    fn specs_map_round_robin_and_name_sessions() {
+        let names: Vec<String> = vec!["user1".into(), "user2".into()];
+        let s = session_specs(3, 2, &names, false);
+        let got: Vec<(&str, &str)> = s
+            .iter()
+            .map(|x| (x.name.as_str(), x.schema.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dbio-reader-1", "user1"),
+                ("dbio-reader-2", "user2"),
+                ("dbio-reader-3", "user1"),
+                ("dbio-writer-1", "user2"),
+                ("dbio-writer-2", "user1"),
+            ]
+        );
+        assert!(
+            session_specs(2, 1, &names, true)
+                .iter()
+                .all(|x| x.schema == "user1")
+        );
+    }
+
+    #[tokio::test]
+    async fn work_loop_measures_exactly_the_loops() {
+        let out = drive(
+            fakes(3, None),
+            &cfg(WindowSpec::Loops(50), 20),
+            Interrupts::never(),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!(s.ops[0] + s.ops[1], 50);
+            assert_eq!(s.ops[1], 10, "20% of 50 are updates");
+            assert_eq!(s.rows[0], s.ops[0] * 10);
+        }
+        assert_eq!(out.histograms[0].len() + out.histograms[1].len(), 150);
+        let series: u64 = out.timeseries.iter().map(|r| r.reads + r.updates).sum();
+        assert_eq!(series, 150, "the time series accounts for every operation");
+    }
+
+    #[tokio::test]
+    async fn run_time_bounds_the_window() {
+        let out = drive(
+            fakes(2, None),
+            &cfg(WindowSpec::Time(Duration::from_millis(300)), 0),
+            Interrupts::never(),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Ok);
+        assert!((out.measured_s - 0.3).abs() < 1e-6, "{}", out.measured_s);
+        assert!(out.histograms[0].len() > 20);
+        assert!(
+            out.histograms[0].min() >= 2000,
+            "latency includes the 2 ms service time"
+        );
+    }
+
+    #[tokio::test]
+    async fn first_error_aborts_by_default_and_continue_counts() {
+        let out = drive(
+            fakes(2, Some(5)),
+            &cfg(WindowSpec::Loops(100), 0),
+            Interrupts::never(),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.as_deref().unwrap_or("").contains("boom"));
+        let mut c = cfg(WindowSpec::Loops(20), 0);
+        c.on_error = OnError::Continue;
+        let out = drive(fakes(2, Some(5)), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!((s.ops[0], s.errors[0]), (5, 15));
+            assert_eq!(
+                s.first_error.as_ref().map(|e| e.message.as_str()),
+                Some("boom")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn interrupt_stops_the_run() {
+        let out = drive(
+            fakes(2, None),
+            &cfg(WindowSpec::Time(Duration::from_secs(60)), 0),
+            Interrupts::after(Duration::from_millis(200)),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert!(out.measured_s < 1.0, "{}", out.measured_s);
+        assert!(out.sessions.iter().all(|s| s.ended_by == "interrupted"));
+    }
+
+    /// A session whose server stops answering after `answers` operations: its call blocks
+    /// until the connection is shut down (when it has a closer), cancel requests go
+    /// unanswered.
+    struct HangingSession {
+        answers: u64,
+        done: u64,
+        closable: bool,
+        shut: Arc<(Mutex<bool>, Condvar)>,
+    }
+
+    impl Session for HangingSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.done += 1;
+            if self.done <= self.answers {
+                std::thread::sleep(Duration::from_millis(1));
+                return Ok((hi - lo + 1) as u64);
+            }
+            let (lock, cv) = &*self.shut;
+            let mut shut = lock.lock().unwrap();
+            while !*shut {
+                shut = cv.wait(shut).unwrap();
+            }
+            Err(OpError {
+                message: "connection closed".into(),
+                fatal: true,
+            })
+        }
+        fn update(&mut self, lo: i64, hi: i64, _: &str) -> Result<u64, OpError> {
+            self.read(lo, hi)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn closer(&self) -> Option<Canceller> {
+            let shut = Arc::clone(&self.shut);
+            self.closable.then(|| -> Canceller {
+                Arc::new(move || {
+                    *shut.0.lock().unwrap() = true;
+                    shut.1.notify_all();
+                })
+            })
+        }
+        fn flush_stats(&mut self) {}
+    }
+
+    fn hanging(closable: bool) -> Vec<(SessionSpec, HangingSession)> {
+        session_specs(2, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                let answers = if s.index == 0 { u64::MAX } else { 20 };
+                (
+                    s,
+                    HangingSession {
+                        answers,
+                        done: 0,
+                        closable,
+                        shut: Arc::new((Mutex::new(false), Condvar::new())),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    // The server stopped answering: sessions blocked in recv kept the driver, and Ctrl-C,
+    // waiting for ever.
+    #[tokio::test]
+    async fn a_session_that_never_answers_is_cut_off_after_the_grace_and_counted_lost() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_secs(60)), 0);
+        c.grace = Duration::from_millis(300);
+        for closable in [true, false] {
+            let started = Instant::now();
+            let out = drive(
+                hanging(closable),
+                &c,
+                Interrupts::after(Duration::from_millis(300)),
+                |_| {},
+                ok,
+            )
+            .await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(5), "{took:?}");
+            assert_eq!(out.status, RunStatus::Interrupted);
+            assert_eq!(out.sessions_lost, 1, "closable {closable}");
+            assert_eq!(out.sessions.len(), 2, "the lost session is in the result");
+            let lost = &out.sessions[1];
+            assert_eq!(lost.ended_by, "lost");
+            assert_eq!(out.sessions[0].ended_by, "interrupted");
+            if closable {
+                assert_eq!(lost.ops[0], 20, "what it measured before is kept");
+            } else {
+                assert_eq!(lost.ops[0], 0, "an abandoned thread's outcome is unknown");
+            }
+            assert!(
+                out.error
+                    .unwrap_or_default()
+                    .contains("1 session(s) did not answer")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_interrupt_ends_the_wait_at_once() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_secs(60)), 0);
+        c.grace = Duration::from_secs(30);
+        let started = Instant::now();
+        let out = drive(
+            hanging(true),
+            &c,
+            Interrupts::after_each(&[Duration::from_millis(200), Duration::from_millis(400)]),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert_eq!(out.sessions_lost, 1);
+    }
+
+    #[tokio::test]
+    async fn warmup_is_excluded_and_the_snapshot_runs_between() {
+        let mut c = cfg(WindowSpec::Loops(10), 0);
+        c.warmup = Duration::from_millis(100);
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&called);
+        let out = drive(
+            fakes(2, None),
+            &c,
+            Interrupts::never(),
+            |_| {},
+            move || async move {
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .await;
+        assert!(called.load(Ordering::SeqCst));
+        assert_eq!(out.status, RunStatus::Ok);
+        assert_eq!(out.warmup_s, 0.1);
+        for s in &out.sessions {
+            assert_eq!(s.ops[0], 10, "warm-up operations are not counted");
+        }
+
+        let out = drive(
+            fakes(2, None),
+            &c,
+            Interrupts::never(),
+            |_| {},
+            || async { Err("snapshot failed: permission denied".to_string()) },
+        )
+        .await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.unwrap_or_default().contains("snapshot failed"));
+        assert_eq!(
+            out.sessions.iter().map(|s| s.ops[0]).sum::<u64>(),
+            0,
+            "nothing measured"
+        );
+    }
+}

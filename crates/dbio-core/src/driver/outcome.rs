@@ -1,0 +1,159 @@
+//! What a run measured: its status, each session's counts, errors and histograms, and the
+//! merged result the driver hands back.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::session::SessionSpec;
+use super::timeseries::IntervalRow;
+use crate::stats::new_histogram;
+use crate::workload::OpKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The name result.json uses: `ok`, `failed`, `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A session error as the result reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionError {
+    /// Seconds after the start of the measured window (negative: during warm-up).
+    pub at_s: f64,
+    pub kind: OpKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionOutcome {
+    pub spec: SessionSpec,
+    /// First measured operation's start and last one's end; None when it measured nothing.
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+    /// Measured operations per kind (read, update), errors excluded.
+    pub ops: [u64; 2],
+    pub errors: [u64; 2],
+    pub rows: [u64; 2],
+    pub first_error: Option<SessionError>,
+    /// Why the session stopped: `window`, `interrupted`, `aborted`, `error`, or `lost`: it did
+    /// not answer within the grace once the run was ending (its connection was shut down;
+    /// what it measured before is kept when its thread handed it back).
+    pub ended_by: String,
+    #[serde(skip)]
+    pub histograms: Option<Box<SessionHistograms>>,
+    #[serde(skip)]
+    pub(super) last_end_at: Option<Instant>,
+}
+
+impl SessionOutcome {
+    pub(super) fn new(spec: SessionSpec) -> SessionOutcome {
+        SessionOutcome {
+            spec,
+            start: None,
+            end: None,
+            ops: [0; 2],
+            errors: [0; 2],
+            rows: [0; 2],
+            first_error: None,
+            ended_by: "window".into(),
+            histograms: None,
+            last_end_at: None,
+        }
+    }
+}
+
+/// A session's latency histograms, one per operation kind, allocated on the first operation
+/// of that kind (a reader that never updates carries one) and counting in u32 (a session
+/// records far fewer than 4 billion operations per bucket): half the memory of u64 counts,
+/// which matters at hundreds of sessions.
+#[derive(Debug, Clone, Default)]
+pub struct SessionHistograms {
+    pub(super) kinds: [Option<Histogram<u32>>; 2],
+}
+
+impl SessionHistograms {
+    /// The server engine's power-of-two latency buckets (bucket `i`: `[2^i, 2^(i+1))` µs),
+    /// each recorded at its upper bound `2^(i+1) - 1` µs: percentiles read from them are
+    /// upper bounds, within a factor of two.
+    pub(super) fn from_buckets(buckets: &[Vec<u64>; 2]) -> SessionHistograms {
+        let mut out = SessionHistograms::default();
+        for (kind, b) in buckets.iter().enumerate() {
+            for (i, &n) in b.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let upper = ((1u64 << (i + 1).min(40)) - 1).max(1);
+                out.kinds[kind]
+                    .get_or_insert_with(crate::stats::new_session_histogram)
+                    .saturating_record_n(upper, u32::try_from(n).unwrap_or(u32::MAX));
+            }
+        }
+        out
+    }
+
+    #[inline]
+    pub(super) fn record(&mut self, kind: usize, value_us: u64) {
+        self.kinds[kind]
+            .get_or_insert_with(crate::stats::new_session_histogram)
+            .saturating_record(value_us);
+    }
+
+    /// Adds every recorded value to the run's u64 histograms (bucket by bucket, so nothing is
+    /// lost: both have the same layout).
+    pub(super) fn merge_into(&self, into: &mut [Histogram<u64>; 2]) {
+        for (h, target) in self.kinds.iter().zip(into.iter_mut()) {
+            let Some(h) = h else { continue };
+            for v in h.iter_recorded() {
+                target.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u64);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
+pub struct DriveOutcome {
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub measured_s: f64,
+    pub warmup_s: f64,
+    pub sessions: Vec<SessionOutcome>,
+    /// Merged over sessions: read, update.
+    pub histograms: [Histogram<u64>; 2],
+    pub timeseries: Vec<IntervalRow>,
+    /// This process's CPU during the measured window (all threads).
+    pub client_cpu: Option<CpuUsage>,
+    /// Sessions that did not answer within the grace (`ended_by: lost`).
+    pub sessions_lost: u32,
+}
+
+/// The run's read and update histograms: every session's, merged; sessions in index order.
+pub(super) fn merge_histograms(outcomes: &mut [SessionOutcome]) -> [Histogram<u64>; 2] {
+    let mut histograms = [new_histogram(), new_histogram()];
+    for o in outcomes.iter_mut() {
+        if let Some(h) = o.histograms.take() {
+            h.merge_into(&mut histograms);
+        }
+    }
+    outcomes.sort_by_key(|o| o.spec.index);
+    histograms
+}
