@@ -13,9 +13,23 @@ cargo build --release -q -p dbio-cli
 dbio=target/release/dbio
 dir=$(mktemp -d /tmp/dbio-bench-XXXXXX)
 chmod 755 "$dir"
-trap '$dbio scratch stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-$dbio scratch start --dir "$dir/pg" --shared-buffers 512MB >/dev/null
-dsn=$($dbio scratch status --dir "$dir/pg" --dsn-only)
+pg=$dir/pg
+# Stops exactly the server this script started (in $pg, not $dir), and deletes $dir (which
+# mktemp made for this script) only once no server runs from it: a postmaster.pid left
+# behind means a live data directory, which is kept and named instead.
+cleanup() {
+    if [ -e "$pg" ]; then
+        "$dbio" scratch stop --dir "$pg" >/dev/null 2>&1 || true
+    fi
+    if [ -n "$(find "$dir" -name postmaster.pid -print -quit 2>/dev/null)" ]; then
+        echo "bench-baseline: the scratch server in $pg is still running; stop it with: $dbio scratch stop --dir $pg, then remove $dir" >&2
+        return
+    fi
+    rm -rf -- "$dir"
+}
+trap cleanup EXIT
+"$dbio" scratch start --dir "$pg" --shared-buffers 512MB >/dev/null
+dsn=$("$dbio" scratch status --dir "$pg" --dsn-only)
 data=(--schemas 8 --scale 4096blocks)
 $dbio setup --dsn "$dsn" "${data[@]}" -q >/dev/null
 # One unmeasured pass so every block is in shared_buffers.

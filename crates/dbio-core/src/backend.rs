@@ -7,7 +7,7 @@ use std::future::Future;
 
 use thiserror::Error;
 
-use crate::dbstats::{DbMetrics, DeviceMetrics, WaitProfile};
+use crate::dbstats::{DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile};
 use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
 use crate::plan::RunPlan;
 use crate::result::{Environment, SessionTls};
@@ -80,6 +80,10 @@ pub struct WindowFigures {
     pub db: Option<DbMetrics>,
     pub waits: Option<WaitProfile>,
     pub device: Option<DeviceMetrics>,
+    /// The database host's own figures, when they could be read.
+    pub host: Option<HostMetrics>,
+    /// Figures missing for want of a right, with the GRANT for each.
+    pub missing_rights: Vec<MissingRight>,
     pub warnings: Vec<String>,
     /// Files the backend's collector wrote for the run (Oracle's AWR report), by name, to be
     /// written into the result folder beside result.json.
@@ -100,6 +104,8 @@ impl WindowFigures {
 /// flushed their statistics), `end` once it closed.
 pub trait WindowCollector {
     fn begin(&mut self) -> impl Future<Output = Result<(), String>>;
+    /// `window_s`: the database's window, from the release until the last session stopped
+    /// (the driver's `db_window_s`).
     fn end(self, window_s: f64) -> impl Future<Output = WindowFigures>;
 }
 

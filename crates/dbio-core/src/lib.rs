@@ -15,6 +15,7 @@ pub mod error;
 pub mod history;
 pub mod interrupt;
 pub mod key_order;
+pub mod merge;
 pub mod output;
 pub mod plan;
 pub mod ramp;

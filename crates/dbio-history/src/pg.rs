@@ -103,11 +103,13 @@ impl PgStore {
         let schema: bool = tx
             .query_one(sql::PG_SCHEMA_EXISTS, &[&sql::PG_SCHEMA])
             .map_err(|x| e("cannot read pg_namespace", x))?
-            .get(0);
+            .try_get(0)
+            .map_err(|x| e("cannot read pg_namespace", x))?;
         let ours: bool = tx
             .query_one(sql::PG_MIGRATIONS_TABLE_EXISTS, &[])
             .map_err(|x| e("cannot read the catalog", x))?
-            .get(0);
+            .try_get(0)
+            .map_err(|x| e("cannot read the catalog", x))?;
         if schema && !ours {
             return Err(HistoryError::store(
                 &name,
@@ -125,7 +127,8 @@ impl PgStore {
         let current: i64 = tx
             .query_one(sql::PG_CURRENT_VERSION, &[])
             .map_err(|x| e("cannot read schema_migrations", x))?
-            .get(0);
+            .try_get(0)
+            .map_err(|x| e("cannot read schema_migrations", x))?;
         let latest = sql::PG_MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
         if current > latest {
             return Err(HistoryError::store(
@@ -202,10 +205,13 @@ impl HistoryStore for PgStore {
             let existing: i64 = tx
                 .query_one(sql::PG_RUN_BY_HASH, &[&record.content_sha256])
                 .map_err(|x| e("cannot find the stored run", x))?
-                .get(0);
+                .try_get(0)
+                .map_err(|x| e("cannot find the stored run", x))?;
             return Ok(Added::Duplicate(existing));
         };
-        let run_id: i64 = row.get(0);
+        let run_id: i64 = row
+            .try_get(0)
+            .map_err(|x| e("cannot read the new run's id", x))?;
         for (i, s) in record.steps.iter().enumerate() {
             let (pos, readers, writers, pct, repeats) = (
                 i as i32,
@@ -246,54 +252,56 @@ impl HistoryStore for PgStore {
             .client
             .query(sql::PG_SELECT_RUNS, &[])
             .map_err(|e| self.err("cannot read the runs", &e))?;
-        let runs = rows
-            .iter()
-            .map(|r| RunRow {
-                run_id: r.get(0),
-                content_sha256: r.get(1),
-                kind: r.get(2),
-                label: r.get(3),
-                series: r.get(4),
-                shape: r.get(5),
-                tag: r.get(6),
-                tag_source: r.get(7),
-                host: r.get(8),
-                target: r.get(9),
-                server_version: r.get(10),
-                server_version_num: r.get(11),
-                settings: r.get(12),
-                data_set: r.get(13),
-                dbio_version: r.get(14),
-                status: r.get(15),
-                started: r.get(16),
-                finished: r.get(17),
-                recorded: r.get(18),
-            })
-            .collect();
+        let mut runs = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = |x: postgres::Error| self.err("cannot read a run", &x);
+            runs.push(RunRow {
+                run_id: r.try_get(0).map_err(c)?,
+                content_sha256: r.try_get(1).map_err(c)?,
+                kind: r.try_get(2).map_err(c)?,
+                label: r.try_get(3).map_err(c)?,
+                series: r.try_get(4).map_err(c)?,
+                shape: r.try_get(5).map_err(c)?,
+                tag: r.try_get(6).map_err(c)?,
+                tag_source: r.try_get(7).map_err(c)?,
+                host: r.try_get(8).map_err(c)?,
+                target: r.try_get(9).map_err(c)?,
+                server_version: r.try_get(10).map_err(c)?,
+                server_version_num: r.try_get(11).map_err(c)?,
+                settings: r.try_get(12).map_err(c)?,
+                data_set: r.try_get(13).map_err(c)?,
+                dbio_version: r.try_get(14).map_err(c)?,
+                status: r.try_get(15).map_err(c)?,
+                started: r.try_get(16).map_err(c)?,
+                finished: r.try_get(17).map_err(c)?,
+                recorded: r.try_get(18).map_err(c)?,
+            });
+        }
         let rows = self
             .client
             .query(sql::PG_SELECT_STEPS, &[])
             .map_err(|e| self.err("cannot read the steps", &e))?;
         let mut steps = Vec::with_capacity(rows.len());
         for r in &rows {
-            let u = |i: usize| r.get::<_, i32>(i).max(0) as u32;
+            let c = |x: postgres::Error| self.err("cannot read a step", &x);
+            let u = |i: usize| r.try_get::<_, i32>(i).map(|v| v.max(0) as u32).map_err(c);
             steps.push(StepRow {
-                run_id: r.get(0),
+                run_id: r.try_get(0).map_err(c)?,
                 figures: StepFigures {
-                    step: r.get(1),
-                    readers: u(2),
-                    writers: u(3),
-                    update_pct: u(4),
-                    status: status(r.get(5), &self.name)?,
-                    repeats: u(6),
-                    elapsed_s: r.get(7),
-                    db_read_iops: r.get(8),
-                    db_write_iops: r.get(9),
-                    device_read_iops: r.get(10),
-                    client_ops_per_s: r.get(11),
-                    client_read_p50_us: r.get(12),
-                    client_read_p99_us: r.get(13),
-                    db_avg_read_latency_us: r.get(14),
+                    step: r.try_get(1).map_err(c)?,
+                    readers: u(2)?,
+                    writers: u(3)?,
+                    update_pct: u(4)?,
+                    status: status(r.try_get(5).map_err(c)?, &self.name)?,
+                    repeats: u(6)?,
+                    elapsed_s: r.try_get(7).map_err(c)?,
+                    db_read_iops: r.try_get(8).map_err(c)?,
+                    db_write_iops: r.try_get(9).map_err(c)?,
+                    device_read_iops: r.try_get(10).map_err(c)?,
+                    client_ops_per_s: r.try_get(11).map_err(c)?,
+                    client_read_p50_us: r.try_get(12).map_err(c)?,
+                    client_read_p99_us: r.try_get(13).map_err(c)?,
+                    db_avg_read_latency_us: r.try_get(14).map_err(c)?,
                 },
             });
         }
@@ -303,7 +311,9 @@ impl HistoryStore for PgStore {
     fn document(&mut self, id: i64) -> Result<Option<String>, HistoryError> {
         self.client
             .query_opt(sql::PG_DOCUMENT, &[&id])
-            .map(|r| r.map(|r| r.get(0)))
+            .map_err(|e| self.err("cannot read the document", &e))?
+            .map(|r| r.try_get(0))
+            .transpose()
             .map_err(|e| self.err("cannot read the document", &e))
     }
 }

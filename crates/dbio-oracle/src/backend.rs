@@ -254,7 +254,9 @@ impl Backend for OracleBackend {
                 block_size: facts.tablespace.block_size,
                 table_bytes: plan.table_bytes(),
                 schemas_used: used.into_iter().collect(),
+                tables: Vec::new(),
             },
+            read_path: None,
         };
         let out = CoreFacts {
             block_size: facts.tablespace.block_size,

@@ -15,8 +15,8 @@
 use std::time::Instant;
 
 use dbio_postgres::Target;
+use dbio_postgres::session::{INT8, Param, WireConn};
 use dbio_postgres::sql;
-use dbio_postgres::wire::{INT8, Param, WireConn};
 
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.

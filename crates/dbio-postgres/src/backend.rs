@@ -33,6 +33,8 @@ pub struct PgBackend {
     pre: Option<Preflight>,
     /// track_io_timing is on in every session.
     io_timing: bool,
+    /// The sessions' backend PIDs, by which the collector tells them apart.
+    backend_pids: Vec<i32>,
 }
 
 impl PgBackend {
@@ -41,6 +43,7 @@ impl PgBackend {
             target,
             pre: None,
             io_timing: false,
+            backend_pids: Vec::new(),
         }
     }
 
@@ -65,6 +68,8 @@ impl WindowCollector {
             db: c.db,
             waits: c.waits,
             device: c.device,
+            host: c.host,
+            missing_rights: c.missing_rights,
             warnings: c.warnings,
             files: Vec::new(),
         }
@@ -124,11 +129,13 @@ impl Backend for PgBackend {
             &self.target,
             plan.specs(),
             plan.redo_stress(),
+            plan.config().run.read_path,
             major,
             plan.config().target.statement_timeout.0,
         )
         .await?;
         self.io_timing = sessions.iter().all(|(_, s)| s.io_timing);
+        self.backend_pids = sessions.iter().map(|(_, s)| s.backend_pid()).collect();
         let tls = tls_of(sessions.iter().map(|(_, s)| s.tls()));
         Ok(Opened {
             sessions,
@@ -146,6 +153,7 @@ impl Backend for PgBackend {
             &self.target,
             plan.specs(),
             plan.redo_stress(),
+            plan.config().run.read_path,
             major,
             &LoopPlan {
                 scale_blocks: w.scale_blocks,
@@ -158,6 +166,7 @@ impl Backend for PgBackend {
         )
         .await?;
         self.io_timing = sessions.iter().all(|(_, s)| s.io_timing);
+        self.backend_pids = sessions.iter().map(|(_, s)| s.backend_pid()).collect();
         let tls = tls_of(sessions.iter().map(|(_, s)| s.tls()));
         Ok(Opened {
             sessions,
@@ -189,6 +198,7 @@ impl Backend for PgBackend {
             drop_caches: c.drop_caches,
             direct_io: pre.direct_io,
             sample_period: c.sample_period.0,
+            backend_pids: self.backend_pids.clone(),
         };
         Ok(WindowCollector::connect(&self.target, opts).await?)
     }

@@ -9,9 +9,12 @@ pub mod conn;
 mod copy;
 pub mod dsn;
 pub mod error;
+pub mod host;
 pub mod loader;
+pub mod lock;
 pub mod maintenance;
 pub mod marker;
+pub mod rights;
 pub mod run;
 pub mod sampler;
 pub mod scratch;
@@ -21,7 +24,10 @@ pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod tls;
-pub mod wire;
+pub mod verify;
+/// The measured sessions' own blocking protocol client; its public types are re-exported by
+/// `session` (the protocol tests and the client-cost example open it directly).
+mod wire;
 
 pub use conn::Target;
 pub use error::PgError;

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
-use dbio_core::config::RedoStress;
-use dbio_core::dataset::{DataSetPlan, host_ram_bytes, judge_size};
+use dbio_core::config::{ReadPath, RedoStress};
+use dbio_core::dataset::{DataSetPlan, judge_size};
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
 use dbio_core::workload::{SessionKind, session_seed};
@@ -35,6 +35,9 @@ pub struct Preflight {
     pub data_path: Option<std::path::PathBuf>,
     /// debug_io_direct includes `data` (PostgreSQL 16+): reads bypass the page cache.
     pub direct_io: bool,
+    /// The run's hold on its data set (advisory locks, see `lock`), released when this
+    /// preflight is dropped: keep it until the result is written.
+    pub lock: crate::lock::RunLock,
 }
 
 pub async fn preflight(
@@ -47,17 +50,58 @@ pub async fn preflight(
     let plan = DataSetPlan::new(&config.data, info.block_size);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
+    // Held from before the VACUUM until the result is written. The shards of one coordinated
+    // run pass the same run.run_id (--run-id) and share the data set.
+    let run_id = config
+        .run
+        .run_id
+        .clone()
+        .unwrap_or_else(crate::lock::fresh_run_id);
+    let lock = crate::lock::for_run(target, &plan.schema_names(), &run_id).await?;
     verify_data_set(&client, &plan, config.run.vacuum, &mut warnings, &mut notes).await?;
+    let used: Vec<String> = specs
+        .iter()
+        .map(|s| s.schema.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let verified = crate::verify::data_set(
+        &client,
+        &plan,
+        &used,
+        config.run.read_path,
+        config.run.work_unit,
+    )
+    .await?;
+    warnings.extend(verified.warnings.iter().cloned());
 
-    let free: i32 = client
+    let visible_free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
         .await
-        .map_err(|e| PgError::from_db("reading max_connections", &e))
-        .and_then(|r| marker::col(&r, 0, "the free connection slots"))?;
+        .map_err(|e| PgError::from_db("reading max_connections", &e))?
+        .try_get(0)
+        .map_err(|e| PgError::from_db("reading max_connections", &e))?;
+    // Backends this role cannot see (no pg_read_all_stats) may hold slots: unknown, not free.
+    let invisible: i32 = client
+        .query_one(sql::INVISIBLE_BACKENDS, &[])
+        .await
+        .map_err(|e| PgError::from_db("counting the backends this role cannot see", &e))?
+        .try_get(0)
+        .map_err(|e| PgError::from_db("counting the backends this role cannot see", &e))?;
+    let free = visible_free - invisible;
     // The sessions, plus the collector's and the sampler's connections.
     if specs.len() as i64 + 2 > free as i64 {
+        let unknown = if invisible > 0 {
+            format!(
+                " ({invisible} backend(s) of other roles are hidden from role `{}` and counted as using a slot: \
+                 GRANT pg_read_all_stats TO {} lets dbio see them)",
+                target.user, target.user
+            )
+        } else {
+            String::new()
+        };
         return Err(PgError::Usage(format!(
-            "run.readers + run.writers = {} sessions (+2 for the collector), but the server has {free} free connection slots; \
+            "run.readers + run.writers = {} sessions (+2 for the collector), but the server has {free} free connection slots{unknown}; \
              raise max_connections on the server or run fewer sessions",
             specs.len()
         )));
@@ -69,13 +113,8 @@ pub async fn preflight(
         .await
         .map_err(|e| PgError::from_db("reading the server's settings", &e))?
         .iter()
-        .map(|r| {
-            Ok((
-                marker::col::<String>(r, 0, "a setting's name")?,
-                marker::col::<Option<String>>(r, 1, "a setting's value")?,
-            ))
-        })
-        .collect::<Result<_>>()?;
+        .map(|r| (r.get::<_, String>(0), r.get::<_, Option<String>>(1)))
+        .collect();
     if !info.track_io_timing {
         warnings.push(
             "track_io_timing is off: the database cannot time its reads; set track_io_timing = on"
@@ -83,9 +122,13 @@ pub async fn preflight(
         );
     }
     let direct_io = info.direct_io;
-    let ram = (target.is_local() && !direct_io)
-        .then(host_ram_bytes)
-        .flatten();
+    // The server's RAM decides whether the page cache can hold the data set: read from the
+    // server's /proc when the role may, else this host's when the server is proven local.
+    let ram = if direct_io {
+        None
+    } else {
+        crate::host::database_host_ram_bytes(&client).await
+    };
     warnings.extend(
         judge_size(
             plan.table_bytes(),
@@ -95,9 +138,8 @@ pub async fn preflight(
         )
         .warnings,
     );
-    let data_path = data_path(&client, plan.tablespace.as_deref()).await?;
-
-    let used: BTreeSet<&str> = specs.iter().map(|s| s.schema.as_str()).collect();
+    // Where the tables really are, not where the configuration says.
+    let data_path = data_path(&client, verified.tablespace(&used)).await?;
     let environment = Environment {
         dbio_version: env!("CARGO_PKG_VERSION").to_string(),
         client_host: std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -112,10 +154,12 @@ pub async fn preflight(
             scale_blocks: plan.scale_blocks,
             block_size: plan.block_size,
             table_bytes: plan.table_bytes(),
-            schemas_used: used.into_iter().map(str::to_string).collect(),
+            schemas_used: used,
+            tables: verified.tables,
         },
         // Filled in once the sessions are connected.
         session_tls: None,
+        read_path: Some(verified.read_path),
     };
     Ok(Preflight {
         info,
@@ -124,6 +168,7 @@ pub async fn preflight(
         notes,
         data_path,
         direct_io,
+        lock,
     })
 }
 
@@ -143,11 +188,10 @@ async fn data_path(
             .await
             .map_err(|e| PgError::from_db("reading the data directory", &e))?,
     };
-    let path = match row {
-        Some(r) => marker::col::<Option<String>>(&r, 0, "the data directory")?,
-        None => None,
-    };
-    Ok(path.filter(|p| !p.is_empty()).map(std::path::PathBuf::from))
+    Ok(row
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from))
 }
 
 /// Refuses a data set that `check` would reject on its marks or catalog (a usage error, exit
@@ -190,10 +234,7 @@ async fn verify_data_set(
         }
         if state.changed_since_vacuum() {
             if vacuum {
-                if let Some(note) = maintenance::vacuum_if_changed(client, &name).await? {
-                    notes.push(note);
-                    vacuumed = true;
-                }
+                vacuumed |= crate::verify::vacuum_checked(client, &name, warnings, notes).await?;
             } else {
                 warnings.push(format!(
                     "{name}.cf1 changed since its last VACUUM ({}) and run.vacuum is off: reads may write (hint bits, \
@@ -214,6 +255,7 @@ pub async fn open_sessions(
     target: &Target,
     specs: &[SessionSpec],
     redo_stress: RedoStress,
+    read_path: ReadPath,
     major: i32,
     statement_timeout: std::time::Duration,
 ) -> Result<Vec<(SessionSpec, PgSession)>> {
@@ -221,6 +263,7 @@ pub async fn open_sessions(
         heavy: redo_stress == RedoStress::Heavy,
         major,
         statement_timeout,
+        read_path,
     };
     let target = target.clone();
     open_all(specs, move |spec| {
@@ -245,6 +288,7 @@ pub async fn open_loop_sessions(
     target: &Target,
     specs: &[SessionSpec],
     redo_stress: RedoStress,
+    read_path: ReadPath,
     major: i32,
     plan: &LoopPlan,
 ) -> Result<Vec<(SessionSpec, PgLoopSession)>> {
@@ -252,6 +296,7 @@ pub async fn open_loop_sessions(
         heavy: redo_stress == RedoStress::Heavy,
         major,
         statement_timeout: std::time::Duration::ZERO,
+        read_path,
     };
     let target = target.clone();
     let plan = plan.clone();

@@ -120,10 +120,11 @@ pub async fn run<B: Backend>(
             (outcome, collector)
         }
     };
-    let measured_s = outcome.measured_s;
+    // The database's counters cover the window until the last session stopped.
+    let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
     let collected = tokio::select! {
-        c = collector.end(measured_s) => c,
+        c = collector.end(db_window_s) => c,
         by = interrupts.clone().reached(2) => WindowFigures::skipped(format!(
             "database statistics were not collected: {by} a second time ended the run at once"
         )),
@@ -135,7 +136,7 @@ pub async fn run<B: Backend>(
     let db_read_iops = collected.db.as_ref().map(|d| d.read_iops);
     let db_latency = collected.db.as_ref().and_then(|d| d.avg_read_latency_us);
     let calibration = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
-    let result = RunResult::build(
+    let mut result = RunResult::build(
         RunContext {
             config: plan.config().clone(),
             environment,
@@ -148,6 +149,8 @@ pub async fn run<B: Backend>(
         plan.window(),
         outcome,
     );
+    result.host = collected.host;
+    result.missing_rights = collected.missing_rights;
     publish(&result, &out_dir, output)?;
     Ok(result)
 }

@@ -1,0 +1,391 @@
+//! A lean, blocking PostgreSQL connection for the measured sessions. Each session runs on its
+//! own thread and owns its socket: an operation is one write (Bind, Execute, Sync, built into a
+//! reused buffer) and, usually, one read of the whole answer, with no task hand-off, no
+//! channel and no event loop between the timer and the socket. Everything else in dbio
+//! (loader, collector, preflight) uses tokio-postgres.
+//!
+//! Scope: the extended query protocol for prepared statements, the simple query protocol for
+//! settings, trust / password / md5 / SCRAM-SHA-256(-PLUS) authentication, TCP (plaintext or
+//! TLS, by the target's sslmode) and Unix sockets, cancel requests. Host lists,
+//! target_session_attrs, options and keepalives are the target's, as for every other
+//! connection (see `conn`).
+
+mod answer;
+mod auth;
+mod cancel;
+mod error;
+mod stream;
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use postgres_protocol::{IsNull, Oid};
+use rustls::ClientConfig;
+
+pub use answer::Executed;
+pub use cancel::CancelHandle;
+pub use error::{ConnectError, ServerError, WireError};
+pub use stream::ShutdownHandle;
+use stream::{Stream, handshake, resolve, ssl_request};
+
+use crate::conn::{HostSpec, SessionAttrs, Target};
+use crate::error::PgError;
+use crate::sql;
+use crate::tls::{Negotiated, SslMode, server_end_point};
+
+/// PostgreSQL type OIDs of the parameters dbio binds.
+pub const INT8: Oid = 20;
+pub const TEXT: Oid = 25;
+
+/// A parameter of a prepared statement, sent in binary.
+#[derive(Debug, Clone, Copy)]
+pub enum Param<'a> {
+    Int8(i64),
+    Text(&'a str),
+}
+
+pub struct WireConn {
+    stream: Stream,
+    rbuf: BytesMut,
+    /// What one read() fills; the bytes are then appended to `rbuf`.
+    scratch: Box<[u8]>,
+    wbuf: BytesMut,
+    cancel: CancelHandle,
+    /// Set once the connection is known to be gone.
+    closed: bool,
+    /// The TLS protocol and cipher suite, when the connection uses TLS.
+    tls: Option<Negotiated>,
+    /// tls-server-end-point of the server's certificate, for SCRAM-SHA-256-PLUS.
+    end_point: Option<Vec<u8>>,
+}
+
+impl WireConn {
+    /// Opens a measured session's connection as `conn::Target::connect` opens the others:
+    /// the servers of the host list in order, each with the sslmode's attempts, until one
+    /// fits target_session_attrs; blocks, each attempt within the connect timeout.
+    pub fn open(target: &Target, application_name: &str) -> Result<WireConn, PgError> {
+        let name = target.application_name(application_name);
+        let mut failures = Vec::new();
+        for attrs in target.session_attrs.passes() {
+            for host in &target.hosts {
+                let one = target.pinned_to(host);
+                let mut conn = match WireConn::connect_host(&one, host, &name) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        failures.push((host.clone(), e.into_pg(&one)));
+                        continue;
+                    }
+                };
+                if *attrs != SessionAttrs::Any {
+                    let fits = match conn.simple_row(sql::SESSION_STATE) {
+                        Ok(Some(row)) if row.len() == 2 => attrs.check(
+                            row[0].as_deref() == Some("t"),
+                            row[1].as_deref() == Some("on"),
+                        ),
+                        Ok(_) => Err("the server did not say whether it is a standby".into()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if let Err(why) = fits {
+                        failures.push((host.clone(), target.attrs_mismatch(host, why)));
+                        continue;
+                    }
+                }
+                return Ok(conn);
+            }
+        }
+        Err(target.all_failed(failures))
+    }
+
+    /// One server, with the sslmode's attempts: disable (and Unix sockets) plaintext; allow
+    /// plaintext, then TLS if the server refuses it; prefer TLS if the server agrees, else
+    /// plaintext; require and verify-* TLS or nothing, so no password is ever sent in
+    /// plaintext.
+    fn connect_host(
+        target: &Target,
+        host: &HostSpec,
+        application_name: &str,
+    ) -> Result<WireConn, ConnectError> {
+        let mode = target.mode_for(host);
+        let tls = target.tls.config.as_ref();
+        match (mode, tls) {
+            (SslMode::Disable, _) | (_, None) => {
+                WireConn::connect_with(target, host, application_name, None)
+            }
+            (SslMode::Allow, Some(config)) => {
+                match WireConn::connect_with(target, host, application_name, None) {
+                    Err(ConnectError::Server(_)) => {
+                        WireConn::connect_with(target, host, application_name, Some((config, true)))
+                    }
+                    other => other,
+                }
+            }
+            (mode, Some(config)) => WireConn::connect_with(
+                target,
+                host,
+                application_name,
+                Some((config, mode.requires_tls())),
+            ),
+        }
+    }
+
+    /// Connects, negotiates TLS when `tls` is given (the flag: TLS is required), authenticates
+    /// and waits for the server to be ready, all within the target's connect timeout.
+    fn connect_with(
+        target: &Target,
+        host: &HostSpec,
+        application_name: &str,
+        tls: Option<(&Arc<ClientConfig>, bool)>,
+    ) -> Result<WireConn, ConnectError> {
+        let timeout = target.connect_timeout.max(Duration::from_millis(100));
+        let addr = resolve(host)?;
+        let (stream, connected) = Stream::open(&addr, timeout, &target.keepalive)?;
+        stream.set_read_timeout(Some(timeout))?;
+        let mut negotiated = None;
+        let mut end_point = None;
+        let mut cancel_tls = None;
+        let stream = match (stream, tls) {
+            (Stream::Tcp(mut sock), Some((config, required))) => {
+                if ssl_request(&mut sock)? {
+                    let s = handshake(sock, config, host)?;
+                    negotiated = Some(Negotiated::of(&s.conn));
+                    end_point = s
+                        .conn
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| server_end_point(c.as_ref()));
+                    cancel_tls = Some((config.clone(), host.clone()));
+                    Stream::Tls(Box::new(s))
+                } else if required {
+                    return Err(ConnectError::NoTls);
+                } else {
+                    Stream::Tcp(sock)
+                }
+            }
+            (s, _) => s,
+        };
+        let mut conn = WireConn {
+            stream,
+            rbuf: BytesMut::with_capacity(8192),
+            scratch: vec![0u8; 8192].into_boxed_slice(),
+            wbuf: BytesMut::with_capacity(512),
+            cancel: CancelHandle {
+                addr: connected,
+                pid: 0,
+                key: 0,
+                timeout,
+                keepalive: target.keepalive,
+                tls: cancel_tls,
+            },
+            closed: false,
+            tls: negotiated,
+            end_point,
+        };
+        let mut params = vec![
+            ("user", target.user.as_str()),
+            ("database", target.dbname.as_str()),
+            ("application_name", application_name),
+            ("client_encoding", "UTF8"),
+        ];
+        if let Some(o) = &target.options {
+            params.push(("options", o.as_str()));
+        }
+        frontend::startup_message(params.iter().copied(), &mut conn.wbuf)?;
+        conn.send()?;
+        let password = target.password_for(host);
+        conn.authenticate(target, password.as_deref())?;
+        loop {
+            match conn.recv()? {
+                Message::BackendKeyData(k) => {
+                    conn.cancel.pid = k.process_id();
+                    conn.cancel.key = k.secret_key();
+                }
+                Message::ReadyForQuery(_) => break,
+                Message::ErrorResponse(e) => {
+                    return Err(ConnectError::Server(ServerError::from_body(&e)));
+                }
+                _ => {}
+            }
+        }
+        conn.stream.set_read_timeout(None)?;
+        Ok(conn)
+    }
+
+    /// The TLS protocol and cipher suite of this connection; None in plaintext.
+    pub fn tls(&self) -> Option<&Negotiated> {
+        self.tls.as_ref()
+    }
+
+    /// The socket's keepalive idle time and TCP_USER_TIMEOUT, as the kernel holds them; None
+    /// on a Unix socket.
+    pub fn tcp_timeouts(&self) -> io::Result<Option<(Duration, Option<Duration>)>> {
+        let tcp = match &self.stream {
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => &s.sock,
+            Stream::Unix(_) => return Ok(None),
+        };
+        let sock = socket2::SockRef::from(tcp);
+        Ok(Some((sock.tcp_keepalive_time()?, sock.tcp_user_timeout()?)))
+    }
+
+    /// The server process serving this connection (BackendKeyData): what the collector tells
+    /// dbio's sessions apart by.
+    pub fn backend_pid(&self) -> i32 {
+        self.cancel.pid
+    }
+
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
+    /// A handle that shuts this connection's socket down from another thread.
+    pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
+        self.stream.as_fd().try_clone_to_owned().map(ShutdownHandle)
+    }
+
+    fn send(&mut self) -> Result<(), WireError> {
+        let r = self
+            .stream
+            .write_all(&self.wbuf)
+            .and_then(|()| self.stream.flush());
+        self.wbuf.clear();
+        r.map_err(|e| self.io_error(e))
+    }
+
+    /// Marks the connection closed; a broken pipe or reset means the server went away.
+    fn io_error(&mut self, e: io::Error) -> WireError {
+        self.closed = true;
+        match e.kind() {
+            io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof => {
+                // A FATAL message may be waiting in the buffer.
+                match Message::parse(&mut self.rbuf) {
+                    Ok(Some(Message::ErrorResponse(body))) => {
+                        WireError::Closed(Some(ServerError::from_body(&body)))
+                    }
+                    _ => WireError::Closed(None),
+                }
+            }
+            _ => WireError::Io(e),
+        }
+    }
+
+    /// The next message from the server, reading as much as the socket has.
+    fn recv(&mut self) -> Result<Message, WireError> {
+        loop {
+            match Message::parse(&mut self.rbuf) {
+                Ok(Some(m)) => return Ok(m),
+                Ok(None) => {}
+                Err(e) => return Err(WireError::Protocol(e.to_string())),
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Appends what the socket has (blocking until something arrives) to `rbuf`.
+    fn fill(&mut self) -> Result<(), WireError> {
+        loop {
+            if self.closed {
+                return Err(WireError::Closed(None));
+            }
+            let n = match self.stream.read(&mut self.scratch[..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io_error(e)),
+            };
+            if n == 0 {
+                self.closed = true;
+                return Err(WireError::Closed(None));
+            }
+            self.rbuf.extend_from_slice(&self.scratch[..n]);
+            return Ok(());
+        }
+    }
+
+    /// Runs SQL with the simple query protocol; returns the first column of the first row
+    /// as text, if there is one.
+    pub fn simple(&mut self, sql: &str) -> Result<Option<String>, WireError> {
+        Ok(self
+            .simple_row(sql)?
+            .and_then(|row| row.into_iter().next().flatten()))
+    }
+
+    /// Runs SQL with the simple query protocol; returns the first row's columns as text
+    /// (None for NULL), if there is a row.
+    pub fn simple_row(&mut self, sql: &str) -> Result<Option<Vec<Option<String>>>, WireError> {
+        frontend::query(sql, &mut self.wbuf)?;
+        self.send()?;
+        let mut first: Option<Vec<Option<String>>> = None;
+        self.finish(|m| {
+            if let Message::DataRow(row) = m
+                && first.is_none()
+            {
+                let mut cols = Vec::new();
+                let mut ranges = row.ranges();
+                while let Ok(Some(r)) = ranges.next() {
+                    cols.push(r.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned()));
+                }
+                first = Some(cols);
+            }
+        })?;
+        Ok(first)
+    }
+
+    /// Prepares a named statement with these parameter types.
+    pub fn prepare(&mut self, name: &str, sql: &str, types: &[Oid]) -> Result<(), WireError> {
+        frontend::parse(name, sql, types.iter().copied(), &mut self.wbuf)?;
+        frontend::sync(&mut self.wbuf);
+        self.send()?;
+        self.finish(|_| {})
+    }
+
+    /// Executes a prepared statement: Bind (binary parameters, binary results), Execute and
+    /// Sync in one write, then the answer up to ReadyForQuery.
+    pub fn execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<Executed, WireError> {
+        let bound = frontend::bind(
+            "",
+            name,
+            std::iter::once(1i16),
+            params.iter(),
+            |p, buf| {
+                match p {
+                    Param::Int8(v) => buf.put_i64(*v),
+                    Param::Text(s) => buf.put_slice(s.as_bytes()),
+                }
+                Ok(IsNull::No)
+            },
+            std::iter::once(1i16),
+            &mut self.wbuf,
+        );
+        if bound.is_err() {
+            self.wbuf.clear();
+            return Err(WireError::Protocol(
+                "a parameter could not be encoded".into(),
+            ));
+        }
+        frontend::execute("", 0, &mut self.wbuf)?;
+        frontend::sync(&mut self.wbuf);
+        self.send()?;
+        self.answer()
+    }
+}
+
+impl Drop for WireConn {
+    fn drop(&mut self) {
+        if !self.closed {
+            frontend::terminate(&mut self.wbuf);
+            let _ = self.stream.write_all(&self.wbuf);
+            if let Stream::Tls(s) = &mut self.stream {
+                s.conn.send_close_notify();
+                let _ = s.flush();
+            }
+        }
+    }
+}
