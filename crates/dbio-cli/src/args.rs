@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, RedoStress, RunEngine};
+use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, RunEngine};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -335,6 +335,13 @@ pub enum ScratchAction {
         #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
         dir: PathBuf,
     },
+    /// Print the PG* variables that point psql, pgbench and dbio at the cluster:
+    /// `eval "$(dbio scratch env)"`; exit 1 when the server is not running.
+    Env {
+        /// Folder of the cluster.
+        #[arg(long, value_name = "DIR", default_value = ".dbio/scratch")]
+        dir: PathBuf,
+    },
     /// Say whether the server runs and print the DSN to use.
     Status {
         /// Folder of the cluster.
@@ -364,6 +371,12 @@ pub struct ScratchArgs {
     /// Extra server setting, repeatable: --set debug_io_direct=data
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub settings: Vec<String>,
+    /// Make every read that misses shared_buffers a device read: debug_io_direct=data
+    /// (O_DIRECT on data files; PostgreSQL 16+). PostgreSQL documents it as a developer
+    /// option that reduces performance; it is here so a scratch cluster measures storage,
+    /// not the OS page cache. Needs a file system with O_DIRECT (not tmpfs).
+    #[arg(long)]
+    pub direct_io: bool,
 }
 
 /// The run keys; each flag names the config key it overrides.
@@ -389,6 +402,16 @@ pub struct RunArgs {
     /// Update one filler column (lite) or all (heavy) [config: run.redo_stress; default lite]
     #[arg(long, value_name = "MODE", value_parser = ["lite", "heavy"])]
     pub redo_stress: Option<String>,
+    /// The reader's plan: index (an Index Scan, one synchronous block read at a time per
+    /// session, the SLOB method) or bitmap (a Bitmap Heap Scan, the server prefetches up to
+    /// effective_io_concurrency blocks) [config: run.read_path; default index]
+    #[arg(long, value_name = "PATH", value_parser = ["index", "bitmap"])]
+    pub read_path: Option<String>,
+    /// Id the run holds its data set under: the shards of one coordinated run pass the same
+    /// id and share the data set; another run is refused while one holds it [config:
+    /// run.run_id; default a fresh id per run]
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     /// All sessions on the first schema [config: run.hot_schema]
     #[arg(long)]
     pub hot_schema: bool,
@@ -550,6 +573,16 @@ impl RunArgs {
                 RedoStress::Lite
             };
         }
+        if let Some(v) = &self.read_path {
+            r.read_path = if v == "bitmap" {
+                ReadPath::Bitmap
+            } else {
+                ReadPath::Index
+            };
+        }
+        if let Some(v) = &self.run_id {
+            r.run_id = Some(v.clone());
+        }
         if self.hot_schema {
             r.hot_schema = true;
         }
@@ -597,7 +630,8 @@ pub struct CommonArgs {
     /// YAML config file (see configs/ and the README's configuration reference).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config: target.dsn]
+    /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config:
+    /// target.dsn; default: the scratch cluster running in .dbio/scratch, else libpq's defaults]
     #[arg(long, value_name = "DSN")]
     pub dsn: Option<String>,
     /// Give up connecting after this long [config: target.connect_timeout]

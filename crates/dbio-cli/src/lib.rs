@@ -6,6 +6,7 @@ mod cmd;
 mod effective;
 mod oracle;
 mod progress;
+mod scratch_target;
 mod signals;
 
 use std::ffi::OsString;

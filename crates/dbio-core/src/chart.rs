@@ -2,8 +2,11 @@
 //! own y axis (one unit and one magnitude per axis: a panel whose series span more than a
 //! decade gets a log axis), round ticks that never overlap, one polyline per series drawn in
 //! the order of its points (a ramp's order), a label on every point, error bars (±1 sd
-//! across repeats) and a legend. Each circle carries a <title> with its values. No fonts or
-//! scripts are fetched, so the files work offline and inline in report.html.
+//! across repeats) and a legend. Each circle carries a <title> with its values. A point whose
+//! step the OS page cache served (device reads under half the database's reads) is drawn
+//! hollow, labelled `cache`, and the panel says what that means, so memory speed is never
+//! read as storage I/O. No fonts or scripts are fetched, so the files work offline and inline
+//! in report.html.
 
 use std::fmt::Write as _;
 
@@ -15,6 +18,20 @@ pub struct Series {
     pub labels: Vec<String>,
     /// ±1 sd of each point's y across repeats; empty or 0 for none.
     pub errors: Vec<f64>,
+    /// Per point: its step's reads came from the OS page cache, not the device (see
+    /// [`cache_served`]); empty for none.
+    pub cache_served: Vec<bool>,
+}
+
+/// Below this physical-read ratio (device reads / database reads) a step's "reads" were
+/// mostly page-cache hits: the same threshold as the run's warning that fewer than half of
+/// the database's reads reached the device.
+pub const CACHE_SERVED_BELOW: f64 = 0.5;
+
+/// Was a step served from the page cache? Only when its ratio is known and under
+/// [`CACHE_SERVED_BELOW`]; an unknown ratio (remote server, tmpfs) is not a verdict.
+pub fn cache_served(physical_read_ratio: Option<f64>) -> bool {
+    physical_read_ratio.is_some_and(|r| r < CACHE_SERVED_BELOW)
 }
 
 impl Series {
@@ -406,6 +423,7 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
         for (k, p) in s.points.iter().enumerate() {
             let (x, y) = (px(p.0), py(p.1));
             let e = err(s, k);
+            let cached = s.cache_served.get(k).copied().unwrap_or(false);
             if e > 0.0 {
                 let (y_a, y_b) = (
                     py(p.1 + e),
@@ -418,7 +436,7 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
                     x - 4.0
                 );
             }
-            let title = match titles.and_then(|t| t.get(k)) {
+            let mut title = match titles.and_then(|t| t.get(k)) {
                 Some(t) => escape(t),
                 None => format!(
                     "{}: x={} y={}{}",
@@ -432,17 +450,32 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
                     }
                 ),
             };
+            if cached {
+                title.push_str(" (served from the OS page cache: not device I/O)");
+            }
+            let (class, fill) = if cached {
+                ("point cache-served", "white")
+            } else {
+                ("point", color)
+            };
             let _ = writeln!(
                 o,
-                r#"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{title}</title></circle>"#,
+                r#"<circle class="{class}" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{fill}" stroke="{color}" stroke-width="1.5"><title>{title}</title></circle>"#,
             );
-            if let Some(label) = s.labels.get(k).filter(|l| !l.is_empty()) {
+            let label = s.labels.get(k).filter(|l| !l.is_empty());
+            let label = match (label, cached) {
+                (Some(l), true) => Some(format!("{l} cache")),
+                (Some(l), false) => Some(l.clone()),
+                (None, true) => Some("cache".to_string()),
+                (None, false) => None,
+            };
+            if let Some(label) = label {
                 let _ = writeln!(
                     o,
                     r#"<text class="point-label" x="{:.1}" y="{:.1}" font-size="10" fill="{color}">{}</text>"#,
                     x + 7.0,
                     y - 5.0,
-                    escape(label)
+                    escape(&label)
                 );
             }
         }
@@ -458,11 +491,69 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
             escape(&s.name)
         );
     }
+    if c.series.iter().any(|s| s.cache_served.iter().any(|c| *c)) {
+        // In the legend column, under the series: what a hollow point means.
+        let lx = LEFT + plot_w + 16.0;
+        let y0 = top + 10.0 + c.series.len() as f64 * 20.0 + 8.0;
+        let _ = writeln!(
+            o,
+            r##"<g class="cache-note"><circle cx="{:.1}" cy="{y0:.1}" r="3.5" fill="white" stroke="#333" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" fill="#a40000">= page cache, not I/O:</text>"##,
+            lx + 9.0,
+            lx + 24.0,
+            y0 + 4.0
+        );
+        for (i, line) in [
+            "under half of these",
+            "reads reached the device",
+            "(memory speed, not",
+            "storage). Make reads",
+            "physical: --direct-io,",
+            "--drop-caches, or a data",
+            "set larger than RAM.",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let _ = writeln!(
+                o,
+                r##"<text x="{lx:.1}" y="{:.1}" font-size="11" fill="#a40000">{line}</text>"##,
+                y0 + 20.0 + 14.0 * i as f64
+            );
+        }
+        o.push_str("</g>\n");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_served_points_are_hollow_labelled_and_explained() {
+        let mut s = Series::new("DB read IOPS", vec![(1.0, 200_000.0), (2.0, 5_000.0)]);
+        s.labels = vec!["1".into(), "2".into()];
+        s.cache_served = vec![cache_served(Some(0.01)), cache_served(Some(0.95))];
+        let svg = render_svg(&Chart {
+            title: "t".into(),
+            x_label: "readers".into(),
+            y_label: "IOPS".into(),
+            series: vec![s],
+            log2_x: true,
+        });
+        assert_eq!(svg.matches(r#"class="point cache-served""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="point""#).count(), 1);
+        assert!(svg.contains(">1 cache</text>"), "{svg}");
+        assert!(svg.contains(">2</text>"), "{svg}");
+        assert!(svg.contains("not device I/O"), "{svg}");
+        assert!(svg.contains(r#"class="cache-note""#), "{svg}");
+        // Unknown is no verdict; nothing cached, no note.
+        assert!(!cache_served(None));
+        let plain = render_svg(&Chart {
+            series: vec![Series::new("x", vec![(1.0, 1.0)])],
+            ..Chart::default()
+        });
+        assert!(!plain.contains("cache-note"));
+    }
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {

@@ -578,6 +578,10 @@ impl Comparison {
                             .collect(),
                         labels: steps.iter().map(|st| st.key.readers.to_string()).collect(),
                         errors: steps.iter().map(|st| sd(st).unwrap_or(0.0)).collect(),
+                        cache_served: steps
+                            .iter()
+                            .map(|st| crate::chart::cache_served(st.physical_read_ratio))
+                            .collect(),
                     }
                 })
                 .filter(|s| !s.points.is_empty())

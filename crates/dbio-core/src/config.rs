@@ -202,6 +202,38 @@ impl RunEngine {
     }
 }
 
+/// How a read reaches the table's blocks: the plan the reader's statement must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadPath {
+    /// An Index Scan: one synchronous single-block read at a time per session, so sessions
+    /// are outstanding I/Os (the SLOB method; the default).
+    #[default]
+    Index,
+    /// A Bitmap Heap Scan: PostgreSQL prefetches the heap blocks itself (read streams on
+    /// 18+, posix_fadvise before), up to effective_io_concurrency reads in flight per
+    /// session (io_method decides who issues them).
+    Bitmap,
+}
+
+impl ReadPath {
+    /// The spelling `--read-path` and the config file take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadPath::Index => "index",
+            ReadPath::Bitmap => "bitmap",
+        }
+    }
+
+    /// The plan node that reads the table's blocks on this path (EXPLAIN's "Node Type").
+    pub fn scan_node(self) -> &'static str {
+        match self {
+            ReadPath::Index => "Index Scan",
+            ReadPath::Bitmap => "Bitmap Heap Scan",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
@@ -252,6 +284,9 @@ pub struct RunConfig {
     /// Keys (= blocks) per update.
     pub update_work_unit: u64,
     pub redo_stress: RedoStress,
+    /// The reader's plan: `index` (Index Scan, the SLOB method) or `bitmap` (Bitmap Heap
+    /// Scan with the server's prefetching); preflight refuses a run whose plan differs.
+    pub read_path: ReadPath,
     pub hot_spot: HotSpotConfig,
     pub think_time: ThinkTimeConfig,
     /// All sessions use schema 1 instead of round-robin over the schemas.
@@ -277,6 +312,10 @@ pub struct RunConfig {
     /// name); without it such a folder is refused, so no earlier result is replaced.
     pub overwrite: bool,
     pub label: Option<String>,
+    /// The id this run holds its data set under (advisory locks): the shards of one
+    /// coordinated run, several dbio processes on one data set, pass the same id and share
+    /// it; any other run is refused while one holds it. Default: a fresh id per run.
+    pub run_id: Option<String>,
 }
 
 impl Default for Config {
@@ -350,6 +389,7 @@ impl Default for RunConfig {
             work_unit: 64,
             update_work_unit: 8,
             redo_stress: RedoStress::Lite,
+            read_path: ReadPath::Index,
             hot_spot: HotSpotConfig::default(),
             think_time: ThinkTimeConfig::default(),
             hot_schema: false,
@@ -363,6 +403,7 @@ impl Default for RunConfig {
             out: None,
             overwrite: false,
             label: None,
+            run_id: None,
         }
     }
 }
@@ -438,6 +479,27 @@ impl Config {
             return Err(CoreError::invalid(
                 "target.services",
                 "target.services spreads Oracle sessions over several connect identifiers; with engine: postgres use target.dsn",
+            ));
+        }
+        if let Some(id) = &self.run.run_id
+            && (id.is_empty()
+                || id.len() > 64
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Err(CoreError::invalid(
+                "run.run_id",
+                format!(
+                    "`{id}` is not a usable run id; use 1-64 letters, digits, - or _ (the same id on every shard of one run)"
+                ),
+            ));
+        }
+        if self.engine == Engine::Oracle && self.run.read_path != ReadPath::Index {
+            return Err(CoreError::invalid(
+                "run.read_path",
+                "run.read_path bitmap is PostgreSQL's bitmap heap scan; Oracle's reads are index range scans: \
+                 remove it or set run.read_path: index",
             ));
         }
         let d = &self.data;
@@ -774,6 +836,25 @@ mod tests {
         .unwrap();
         assert!(c.validate().is_ok());
         assert_eq!(c.target.services.len(), 2);
+    }
+
+    #[test]
+    fn read_path_is_index_by_default_and_bitmap_when_asked() {
+        assert_eq!(Config::default().run.read_path, ReadPath::Index);
+        let c = Config::from_yaml("run:\n  read_path: bitmap\n").unwrap();
+        assert_eq!(c.run.read_path, ReadPath::Bitmap);
+        assert_eq!(c.run.read_path.scan_node(), "Bitmap Heap Scan");
+        assert!(Config::from_yaml("run:\n  read_path: seq\n").is_err());
+        let e = Config::from_yaml("engine: oracle\nrun:\n  read_path: bitmap\n")
+            .and_then(|c| c.validate().map_err(|e| e.to_string()))
+            .unwrap_err();
+        assert!(e.contains("run.read_path"), "{e}");
+        let e = Config::from_yaml("run:\n  run_id: \"a b\"\n")
+            .and_then(|c| c.validate().map_err(|e| e.to_string()))
+            .unwrap_err();
+        assert!(e.contains("run.run_id"), "{e}");
+        let c = Config::from_yaml("run:\n  run_id: shard-run_7\n").unwrap();
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -243,6 +243,10 @@ fn series(
                 points: picked.iter().map(|(_, x, st)| (*x, st.mean)).collect(),
                 labels: picked.iter().map(|(s, _, _)| label(s)).collect(),
                 errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
+                cache_served: picked
+                    .iter()
+                    .map(|(s, _, _)| crate::chart::cache_served(s.physical_read_ratio))
+                    .collect(),
             })
         })
         .collect()

@@ -86,6 +86,16 @@ pub fn render_text(r: &RunResult) -> String {
             _ => w.mode.clone(),
         }
     );
+    if let Some(db_s) = w.db_window_s
+        && (w.ops_past_window > 0 || db_s - w.measured_s > 0.05)
+    {
+        let _ = writeln!(
+            o,
+            "          {} operation(s) in flight at its end cancelled and not counted; \
+             database counters cover {db_s:.3} s (until the last session stopped)",
+            w.ops_past_window
+        );
+    }
     let run = &r.config.run;
     let readers = r
         .sessions
@@ -112,6 +122,22 @@ pub fn render_text(r: &RunResult) -> String {
             }
         }
     );
+    if let Some(rp) = &env.read_path {
+        let _ = writeln!(o, "{}", read_path_line(rp));
+    }
+    for t in &ds.tables {
+        let _ = writeln!(
+            o,
+            "table     {}.cf1 in tablespace {}{}, {} blocks on disk",
+            t.schema,
+            t.tablespace,
+            match &t.index_tablespace {
+                Some(i) if *i != t.tablespace => format!(" (index in {i})"),
+                _ => String::new(),
+            },
+            t.blocks
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -661,9 +687,45 @@ pub fn render_csv(r: &RunResult) -> String {
     format!("{}\n{}\n", header.join(","), values.join(","))
 }
 
+/// `read path index: Aggregate > Index Scan using i_cf1 on cf1; io_method worker,
+/// effective_io_concurrency 16, io_combine_limit 128kB`; a setting the server lacks says from
+/// which PostgreSQL version it exists.
+fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
+    let v = |s: &Option<String>, since: &str| {
+        s.clone()
+            .unwrap_or_else(|| format!("none on this server ({since})"))
+    };
+    format!(
+        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}",
+        rp.path.as_str(),
+        rp.plan,
+        v(&rp.io_method, "PostgreSQL 18+"),
+        v(&rp.effective_io_concurrency, "not readable"),
+        v(&rp.io_combine_limit, "PostgreSQL 17+")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_path_line_names_the_plan_and_what_the_server_lacks() {
+        let rp = crate::result::ReadPathInfo {
+            path: crate::config::ReadPath::Bitmap,
+            plan: "Aggregate > Bitmap Heap Scan on cf1 > Bitmap Index Scan using i_cf1".into(),
+            scan: "Bitmap Heap Scan".into(),
+            source: "EXPLAIN EXECUTE".into(),
+            io_method: None,
+            effective_io_concurrency: Some("16".into()),
+            io_combine_limit: Some("128kB".into()),
+        };
+        assert_eq!(
+            read_path_line(&rp),
+            "read path bitmap: Aggregate > Bitmap Heap Scan on cf1 > Bitmap Index Scan using i_cf1 (generic plan, verified); \
+             io_method none on this server (PostgreSQL 18+), effective_io_concurrency 16, io_combine_limit 128kB"
+        );
+    }
 
     fn result(engine: Engine) -> RunResult {
         let config = crate::config::Config {
@@ -694,7 +756,9 @@ mod tests {
                     block_size: 8192,
                     table_bytes: 8192,
                     schemas_used: vec![],
+                    tables: vec![],
                 },
+                read_path: None,
             },
             warnings: vec![],
             db: Some(db),
@@ -709,6 +773,7 @@ mod tests {
             start: now,
             end: now,
             measured_s: 10.0,
+            db_window_s: 10.0,
             warmup_s: 0.0,
             sessions: vec![],
             histograms: [crate::stats::new_histogram(), crate::stats::new_histogram()],

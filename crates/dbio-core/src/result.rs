@@ -75,6 +75,44 @@ pub struct Environment {
     /// suite; null where the engine does not report it (Oracle).
     #[serde(default)]
     pub session_tls: Option<SessionTls>,
+    /// The read path asked for and the plan preflight verified; null where the engine does
+    /// not verify it (Oracle) or in results written before it was recorded.
+    #[serde(default)]
+    pub read_path: Option<ReadPathInfo>,
+}
+
+/// `run.read_path` and the reader's plan as preflight verified it, with the settings that
+/// decide how many reads a session has in flight on that path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadPathInfo {
+    /// `index` or `bitmap`, as asked.
+    pub path: crate::config::ReadPath,
+    /// The plan's nodes, outermost first: `Aggregate > Index Scan using i_cf1 on user1.cf1`.
+    pub plan: String,
+    /// The node that reads the table (`Index Scan`, `Bitmap Heap Scan`).
+    pub scan: String,
+    /// How the plan was obtained.
+    pub source: String,
+    /// Server settings (null where this server version has none): io_method (18+),
+    /// effective_io_concurrency, io_combine_limit (17+).
+    pub io_method: Option<String>,
+    pub effective_io_concurrency: Option<String>,
+    pub io_combine_limit: Option<String>,
+}
+
+/// Where one table of the data set really is and how big, as preflight read the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableFacts {
+    pub schema: String,
+    /// The tablespace the table is in (pg_class.reltablespace, the database's default when 0).
+    pub tablespace: String,
+    pub index_tablespace: Option<String>,
+    /// Heap blocks on disk (pg_relation_size / block size).
+    pub blocks: u64,
+    /// Rows by pg_class.reltuples after preflight's VACUUM/ANALYZE (an estimate where
+    /// ANALYZE sampled); null when the table was never vacuumed or analyzed.
+    pub rows_estimate: Option<f64>,
+    pub owner: String,
 }
 
 /// TLS on the measured sessions' connections.
@@ -126,6 +164,10 @@ pub struct DataSetInfo {
     pub table_bytes: u64,
     /// Schemas the sessions used.
     pub schemas_used: Vec<String>,
+    /// Each schema's table as found before the window (tablespace, size); empty where the
+    /// engine does not read it.
+    #[serde(default)]
+    pub tables: Vec<TableFacts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,8 +175,18 @@ pub struct Window {
     /// Start and end of the measured window, UTC.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
-    /// Seconds the rates are computed over.
+    /// Seconds the client's rates are computed over: operations count when they completed
+    /// inside the window.
     pub measured_s: f64,
+    /// Seconds from the window's start until the last session had stopped (what was in
+    /// flight at the end was cancelled): the interval the database's counters cover and its
+    /// rates divide by.
+    #[serde(default)]
+    pub db_window_s: Option<f64>,
+    /// Operations in flight at the window's end, cancelled or completed after it: not
+    /// counted in any figure.
+    #[serde(default)]
+    pub ops_past_window: u64,
     pub warmup_s: f64,
     /// `run_time` or `work_loop`.
     pub mode: String,
@@ -225,6 +277,32 @@ impl RunResult {
             warnings
                 .push("the run was interrupted: rates cover the time until the interrupt".into());
         }
+        let ops_past_window: u64 = outcome
+            .sessions
+            .iter()
+            .map(|s| s.past_window[0] + s.past_window[1])
+            .sum();
+        let late_s = outcome.db_window_s - secs;
+        if late_s > 1.0 {
+            warnings.push(format!(
+                "the last session stopped {late_s:.1} s after the window's end (a statement that \
+                 did not return at once when it was cancelled: a lock wait, a slow server); \
+                 its operation is not counted and database rates cover {:.1} s",
+                outcome.db_window_s
+            ));
+        }
+        if let Some(db_time_s) = ctx.db.as_ref().and_then(|d| d.db_time_s) {
+            let db_s = ctx.db.as_ref().map_or(outcome.db_window_s, |d| d.seconds);
+            let bound = outcome.sessions.len() as f64 * db_s;
+            if bound > 0.0 && db_time_s > bound * 1.1 {
+                warnings.push(format!(
+                    "DB time {db_time_s:.1} s exceeds what {} session(s) can spend in {db_s:.1} s \
+                     ({bound:.1} s): other sessions worked in this database during the window, \
+                     and database-wide figures include their work",
+                    outcome.sessions.len()
+                ));
+            }
+        }
         if outcome.sessions_lost > 0 {
             warnings.push(format!(
                 "{} session(s) lost: they did not answer within the grace once the run was ending, \
@@ -244,6 +322,8 @@ impl RunResult {
                 start: outcome.start,
                 end: outcome.end,
                 measured_s: secs,
+                db_window_s: Some(outcome.db_window_s),
+                ops_past_window,
                 warmup_s: outcome.warmup_s,
                 mode: match window_spec {
                     WindowSpec::Time(_) => "run_time".into(),

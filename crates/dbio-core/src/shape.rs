@@ -12,6 +12,7 @@ use crate::result::Environment;
 pub const FACTS: &[&str] = &[
     "database",
     "engine",
+    "read_path",
     "server_major",
     "block_size",
     "shared_buffers",
@@ -57,6 +58,7 @@ impl Shape {
             match fact {
                 "database" => Some(format!("{:?}", config.engine).to_lowercase()),
                 "engine" => Some(format!("{:?}", config.run.engine).to_lowercase()),
+                "read_path" => Some(config.run.read_path.as_str().to_string()),
                 "server_major" => env.and_then(server_major),
                 "block_size" => env
                     .map(|e| e.data_set.block_size)
@@ -157,7 +159,9 @@ mod tests {
                 block_size: 8192,
                 table_bytes: 0,
                 schemas_used: vec![],
+                tables: vec![],
             },
+            read_path: None,
         }
     }
 

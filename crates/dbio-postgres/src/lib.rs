@@ -10,6 +10,7 @@ pub mod dsn;
 pub mod error;
 pub mod host;
 pub mod loader;
+pub mod lock;
 pub mod maintenance;
 pub mod marker;
 pub mod rights;
@@ -22,6 +23,7 @@ pub mod space;
 pub mod sql;
 pub mod teardown;
 pub mod tls;
+pub mod verify;
 /// The measured sessions' own blocking protocol client; its public types are re-exported by
 /// `session` (the protocol tests and the client-cost example open it directly).
 mod wire;

@@ -78,6 +78,9 @@ pub async fn setup(
     // Everything that can refuse runs before the first change: ownership, the user's objects
     // on dbio's tables, free space, privileges.
     let (identity, decisions) = decide(&admin, &info, &plan, opts, observer.as_ref()).await?;
+    // No run may measure the tables while setup vacuums or rebuilds them; held on the admin
+    // connection until setup ends.
+    crate::lock::exclusive(&admin, std::slice::from_ref(&identity.id), "setup").await?;
     let (heap, freed) = decisions
         .iter()
         .fold((0u64, 0u64), |(heap, freed), (_, d)| match d {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
-use dbio_core::config::RedoStress;
+use dbio_core::config::{ReadPath, RedoStress};
 use dbio_core::dataset::{DataSetPlan, judge_size};
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
@@ -35,6 +35,9 @@ pub struct Preflight {
     pub data_path: Option<std::path::PathBuf>,
     /// debug_io_direct includes `data` (PostgreSQL 16+): reads bypass the page cache.
     pub direct_io: bool,
+    /// The run's hold on its data set (advisory locks, see `lock`), released when this
+    /// preflight is dropped: keep it until the result is written.
+    pub lock: crate::lock::RunLock,
 }
 
 pub async fn preflight(
@@ -47,7 +50,30 @@ pub async fn preflight(
     let plan = DataSetPlan::new(&config.data, info.block_size);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
+    // Held from before the VACUUM until the result is written. The shards of one coordinated
+    // run pass the same run.run_id (--run-id) and share the data set.
+    let run_id = config
+        .run
+        .run_id
+        .clone()
+        .unwrap_or_else(crate::lock::fresh_run_id);
+    let lock = crate::lock::for_run(target, &plan.schema_names(), &run_id).await?;
     verify_data_set(&client, &plan, config.run.vacuum, &mut warnings, &mut notes).await?;
+    let used: Vec<String> = specs
+        .iter()
+        .map(|s| s.schema.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let verified = crate::verify::data_set(
+        &client,
+        &plan,
+        &used,
+        config.run.read_path,
+        config.run.work_unit,
+    )
+    .await?;
+    warnings.extend(verified.warnings.iter().cloned());
 
     let visible_free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
@@ -112,9 +138,8 @@ pub async fn preflight(
         )
         .warnings,
     );
-    let data_path = data_path(&client, plan.tablespace.as_deref()).await?;
-
-    let used: BTreeSet<&str> = specs.iter().map(|s| s.schema.as_str()).collect();
+    // Where the tables really are, not where the configuration says.
+    let data_path = data_path(&client, verified.tablespace(&used)).await?;
     let environment = Environment {
         dbio_version: env!("CARGO_PKG_VERSION").to_string(),
         client_host: std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -129,10 +154,12 @@ pub async fn preflight(
             scale_blocks: plan.scale_blocks,
             block_size: plan.block_size,
             table_bytes: plan.table_bytes(),
-            schemas_used: used.into_iter().map(str::to_string).collect(),
+            schemas_used: used,
+            tables: verified.tables,
         },
         // Filled in once the sessions are connected.
         session_tls: None,
+        read_path: Some(verified.read_path),
     };
     Ok(Preflight {
         info,
@@ -141,6 +168,7 @@ pub async fn preflight(
         notes,
         data_path,
         direct_io,
+        lock,
     })
 }
 
@@ -206,10 +234,7 @@ async fn verify_data_set(
         }
         if state.changed_since_vacuum() {
             if vacuum {
-                if let Some(note) = maintenance::vacuum_if_changed(client, &name).await? {
-                    notes.push(note);
-                    vacuumed = true;
-                }
+                vacuumed |= crate::verify::vacuum_checked(client, &name, warnings, notes).await?;
             } else {
                 warnings.push(format!(
                     "{name}.cf1 changed since its last VACUUM ({}) and run.vacuum is off: reads may write (hint bits, \
@@ -230,6 +255,7 @@ pub async fn open_sessions(
     target: &Target,
     specs: &[SessionSpec],
     redo_stress: RedoStress,
+    read_path: ReadPath,
     major: i32,
     statement_timeout: std::time::Duration,
 ) -> Result<Vec<(SessionSpec, PgSession)>> {
@@ -237,6 +263,7 @@ pub async fn open_sessions(
         heavy: redo_stress == RedoStress::Heavy,
         major,
         statement_timeout,
+        read_path,
     };
     let target = target.clone();
     open_all(specs, move |spec| {
@@ -261,6 +288,7 @@ pub async fn open_loop_sessions(
     target: &Target,
     specs: &[SessionSpec],
     redo_stress: RedoStress,
+    read_path: ReadPath,
     major: i32,
     plan: &LoopPlan,
 ) -> Result<Vec<(SessionSpec, PgLoopSession)>> {
@@ -268,6 +296,7 @@ pub async fn open_loop_sessions(
         heavy: redo_stress == RedoStress::Heavy,
         major,
         statement_timeout: std::time::Duration::ZERO,
+        read_path,
     };
     let target = target.clone();
     let plan = plan.clone();

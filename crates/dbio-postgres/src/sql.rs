@@ -292,6 +292,7 @@ DECLARE
     us float8;
     b int;
     k bigint;
+    hi bigint;
     n bigint;
     i bigint := 0;
     v text;
@@ -316,7 +317,9 @@ BEGIN
             rows_updated := rows_updated + n;
         ELSE
             k := 1 + floor(random() * (scale - wu + 1))::bigint;
-            SELECT count(c2) INTO n FROM {table} WHERE custid BETWEEN k AND k + wu - 1;
+            hi := k + wu - 1;
+            -- The client engine's read, two bigint parameters: the plan preflight verified.
+            SELECT count(c2) INTO n FROM {table} WHERE custid BETWEEN k AND hi;
             us := extract(epoch FROM clock_timestamp() - t0) * 1e6;
             b := least({last}, floor(ln(greatest(us, 1)) * 1.4426950408889634)::int) + 1;
             read_buckets[b] := read_buckets[b] + 1;
@@ -360,6 +363,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "io_method",
     "debug_io_direct",
     "effective_io_concurrency",
+    "io_combine_limit",
     "max_connections",
     "autovacuum",
     "fsync",
@@ -397,6 +401,103 @@ pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
         quote_ident(schema)
     )
 }
+
+/// The plan steering of `run.read_path`, set on every measured session (both engines) and on
+/// the preflight connection that verifies the plan. Only the alternative is switched off, so
+/// a setting from the DSN or the role (`options=-c enable_indexscan=off`) still shows in the
+/// verified plan and the run is refused rather than measuring another path.
+pub fn read_path_settings(path: dbio_core::config::ReadPath) -> &'static str {
+    match path {
+        // pg-aio-host-stats.md 1b: the range read may be planned as a Bitmap Heap Scan,
+        // which reads through read streams (prefetch, AIO on 18+); pinning the Index Scan
+        // keeps one synchronous single-block read at a time per session.
+        dbio_core::config::ReadPath::Index => "SET enable_bitmapscan = off",
+        dbio_core::config::ReadPath::Bitmap => "SET enable_indexscan = off",
+    }
+}
+
+/// Name of the read statement preflight prepares to see its generic plan.
+pub const VERIFY_READ: &str = "dbio_verify_read";
+
+/// Preflight's copy of the sessions' read: the same text and parameter types, prepared under
+/// the sessions' plan settings, so `EXPLAIN EXECUTE` shows the generic plan they will use.
+/// Runs in a transaction that the caller rolls back (SET LOCAL).
+pub fn prepare_verify_read(schema: &str, path: dbio_core::config::ReadPath) -> String {
+    format!(
+        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; {} ; PREPARE {VERIFY_READ}(bigint, bigint) AS {}",
+        read_path_settings(path).replacen("SET ", "SET LOCAL ", 1),
+        read_range(schema)
+    )
+}
+
+/// EXPLAIN of the prepared read's generic plan, over `work_unit` keys.
+pub fn explain_verify_read(work_unit: u64) -> String {
+    format!(
+        "EXPLAIN (FORMAT JSON) EXECUTE {VERIFY_READ}(1, {})",
+        work_unit.max(1)
+    )
+}
+
+pub const DEALLOCATE_VERIFY_READ: &str = "DEALLOCATE dbio_verify_read; ROLLBACK";
+
+/// Where a dbio table really is and how big, by the catalog (`$1` the schema): pages and rows
+/// as of the last VACUUM or ANALYZE (pg_class), the heap's bytes on disk now
+/// (pg_relation_size), the tablespace of the table and of its index (pg_class.reltablespace,
+/// 0 = the database's default tablespace), the owner, the role connected, vacuum_count, and
+/// rows deleted or dead since the statistics began (n_tup_del + n_dead_tup).
+pub const TABLE_FACTS: &str = "SELECT c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid), \
+       (SELECT t.spcname::text FROM pg_tablespace t WHERE t.oid = coalesce(nullif(c.reltablespace, 0), \
+            (SELECT d.dattablespace FROM pg_database d WHERE d.datname = current_database()))), \
+       (SELECT t.spcname::text FROM pg_tablespace t WHERE t.oid = coalesce(nullif(ic.reltablespace, 0), \
+            (SELECT d.dattablespace FROM pg_database d WHERE d.datname = current_database()))), \
+       pg_get_userbyid(c.relowner)::text, current_user::text, \
+       coalesce((SELECT s.vacuum_count FROM pg_stat_user_tables s WHERE s.relid = c.oid), 0)::bigint, \
+       coalesce((SELECT s.n_tup_del + s.n_dead_tup FROM pg_stat_user_tables s WHERE s.relid = c.oid), 0)::bigint \
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+     LEFT JOIN pg_class ic ON ic.relnamespace = c.relnamespace AND ic.relname = 'i_cf1' AND ic.relkind = 'i' \
+     WHERE n.nspname = $1 AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
+
+/// The table's vacuum_count now (`$1` the schema); on 13/14 the statistics collector's view
+/// may lag, so the caller clears the snapshot and asks again.
+pub const VACUUM_COUNT: &str = "SELECT coalesce((SELECT s.vacuum_count FROM pg_stat_user_tables s \
+       WHERE s.schemaname = $1 AND s.relname = 'cf1'), 0)::bigint";
+
+/// The database's default tablespace (where a table with reltablespace 0 is).
+pub const DEFAULT_TABLESPACE: &str = "SELECT t.spcname::text FROM pg_tablespace t \
+     JOIN pg_database d ON d.dattablespace = t.oid WHERE d.datname = current_database()";
+
+pub const CLEAR_STATS_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
+
+/// Exact probes through the index: the first key, the last key (`$1` = the scale) and the
+/// one after it; three index lookups, whatever the scale.
+pub fn key_probes(schema: &str) -> String {
+    let t = format!("{}.{TABLE}", quote_ident(schema));
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM {t} WHERE custid = 1), EXISTS (SELECT 1 FROM {t} WHERE custid = $1::bigint), \
+         EXISTS (SELECT 1 FROM {t} WHERE custid = $1::bigint + 1)"
+    )
+}
+
+/// dbio's advisory locks (two-int4 form: `$1` a dbio namespace, `$2` the key). Session
+/// locks: held until released or until the holding connection ends.
+pub const TRY_LOCK_EXCLUSIVE: &str = "SELECT pg_try_advisory_lock($1::int4, $2::int4)";
+pub const TRY_LOCK_SHARED: &str = "SELECT pg_try_advisory_lock_shared($1::int4, $2::int4)";
+pub const UNLOCK_SHARED: &str = "SELECT pg_advisory_unlock_shared($1::int4, $2::int4)";
+/// Waits for the key, inside the caller's transaction (released at its end).
+pub const LOCK_XACT: &str = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
+
+/// The other backends holding (or waiting for) advisory key (`$1`, `$2`) in this database,
+/// with what pg_stat_activity shows of them, and whether each also holds the run key
+/// (`$1`, `$3`... see `lock`): NULL columns are what this role may not see (pg_read_all_stats).
+/// pg_locks shows the two int4 keys as classid and objid, objsubid 2.
+pub const LOCK_HOLDERS: &str = "SELECT l.pid, l.mode, l.granted, a.application_name::text, host(a.client_addr), \
+       to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC', a.usename::text, \
+       EXISTS (SELECT 1 FROM pg_locks r WHERE r.pid = l.pid AND r.locktype = 'advisory' AND r.granted \
+               AND r.database = l.database AND r.classid = $3::int4::oid AND r.objid = $4::int4::oid AND r.objsubid = 2) \
+     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
+     WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+       AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.pid <> pg_backend_pid() \
+     ORDER BY l.pid";
 
 // ---- Host figures (the server's own /proc through the connection) and rights ----
 
@@ -470,9 +571,11 @@ mod tests {
             lite.starts_with("CREATE PROCEDURE pg_temp.dbio_loop("),
             "{lite}"
         );
-        assert!(lite.contains(
-            "SELECT count(c2) INTO n FROM \"user1\".cf1 WHERE custid BETWEEN k AND k + wu - 1"
-        ));
+        assert!(
+            lite.contains(
+                "SELECT count(c2) INTO n FROM \"user1\".cf1 WHERE custid BETWEEN k AND hi;"
+            )
+        );
         assert!(
             lite.contains("UPDATE \"user1\".cf1 SET c2 = v WHERE custid BETWEEN k AND k + uwu - 1")
         );

@@ -43,6 +43,14 @@ impl TeardownPlan {
         self.schemas.is_empty() && self.legacy.is_empty()
     }
 
+    /// The data set ids of the schemas to drop, each once (the keys of their locks).
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.schemas.iter().map(|d| d.mark.id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
     /// The refusal when the user's objects depend on dbio's tables.
     fn dependents_refusal(&self) -> Option<PgError> {
         let blocked: Vec<String> = self
@@ -133,6 +141,8 @@ pub async fn teardown(
 ) -> Result<TeardownOutcome> {
     let mut client = target.connect("dbio-teardown").await?;
     let plan = list(&client, prefix).await?;
+    // Never drop the tables under a run; held on this connection until teardown ends.
+    crate::lock::exclusive(&client, &plan.ids(), "teardown").await?;
     if !drop_dependents && let Some(refusal) = plan.dependents_refusal() {
         return Err(refusal);
     }

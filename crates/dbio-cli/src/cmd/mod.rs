@@ -21,7 +21,7 @@ mod teardown;
 use dbio_core::Config;
 use dbio_core::driver::RunStatus;
 use dbio_core::result::RunResult;
-use dbio_postgres::{PgError, Target, conn};
+use dbio_postgres::{PgError, Target};
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs};
@@ -34,6 +34,7 @@ const DEFAULT_BLOCK_SIZE: u64 = 8192;
 
 pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let quiet = cli.quiet;
+    crate::scratch_target::set_quiet(quiet);
     match cli.command {
         Command::Setup {
             common,
@@ -147,14 +148,10 @@ pub(super) fn load_config(common: &CommonArgs, data: &DataArgs) -> Result<Config
     crate::effective::base_config(common, data)
 }
 
-/// The PostgreSQL connection target: flag > PG* environment > file > libpq defaults.
+/// The PostgreSQL connection target: flag > PG* environment > file > the running default
+/// scratch cluster > libpq defaults.
 pub(super) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
-    Ok(Target::resolve(
-        config.target.dsn.as_deref(),
-        conn::env_params()?,
-        common.dsn.as_deref(),
-        config.target.connect_timeout.0,
-    )?)
+    crate::scratch_target::resolve(config, common)
 }
 
 /// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure

@@ -58,6 +58,11 @@ pub(super) async fn quickstart(
     );
     let cluster = scratch::start(&scratch_options(scratch_args)?)?;
     eprintln!("{}", describe(&cluster));
+    if !cluster.direct_io() && !quiet {
+        eprintln!(
+            "quickstart: this server reads through the OS page cache, so its small data set is read from memory; the charts mark such steps. For device reads use PostgreSQL 16+ with --direct-io (scripts/quickstart.sh does)"
+        );
+    }
     let target = Target::from_dsn(&cluster.dsn())?;
     let result = quickstart_work(&config, &target, quiet).await;
     if !keep {
@@ -70,7 +75,9 @@ pub(super) async fn quickstart(
         );
     } else {
         eprintln!(
-            "quickstart: scratch server left running at {} (stop: dbio scratch stop --dir {})",
+            "quickstart: scratch server left running at {} (psql and pgbench: eval \"$(dbio scratch env --dir {})\"; dbio: --dsn \"{}\"; stop: dbio scratch stop --dir {})",
+            cluster.dsn(),
+            scratch_args.dir.display(),
             cluster.dsn(),
             scratch_args.dir.display()
         );

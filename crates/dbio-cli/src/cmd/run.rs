@@ -137,6 +137,7 @@ pub async fn run_benchmark(
                     target,
                     &specs,
                     r.redo_stress,
+                    r.read_path,
                     major,
                     config.target.statement_timeout.0,
                 ),
@@ -150,6 +151,7 @@ pub async fn run_benchmark(
                     target,
                     &specs,
                     r.redo_stress,
+                    r.read_path,
                     major,
                     &run::LoopPlan {
                         scale_blocks: workload.scale_blocks,
@@ -215,10 +217,11 @@ pub async fn run_benchmark(
             .await
         }
     };
-    let measured_s = outcome.measured_s;
+    // The database's counters cover the window until the last session stopped.
+    let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
     let collected = tokio::select! {
-        c = collector.end(measured_s) => c,
+        c = collector.end(db_window_s) => c,
         by = interrupts().reached(2) => Collected::skipped(format!(
             "database statistics were not collected: {by} a second time ended the run at once"
         )),

@@ -35,6 +35,11 @@ pub(super) fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure
         };
         settings.push((k.to_string(), value));
     }
+    if a.direct_io {
+        let (k, v) = scratch::DIRECT_IO;
+        settings.retain(|(name, _)| name != k);
+        settings.push((k.to_string(), v.to_string()));
+    }
     Ok(ScratchOptions {
         dir: a.dir.clone(),
         port: a.port,
@@ -47,10 +52,15 @@ pub(super) fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure
 
 pub(super) fn describe(c: &ScratchCluster) -> String {
     format!(
-        "PostgreSQL {} on 127.0.0.1:{} (shared_buffers {}, track_io_timing on)\n  data: {}\n  log:  {}\n  dsn:  {}",
+        "PostgreSQL {} on 127.0.0.1:{} (shared_buffers {}, track_io_timing on{})\n  data: {}\n  log:  {}\n  dsn:  {}",
         c.state.bin.version,
         c.state.port,
         format_bytes(c.state.shared_buffers_bytes),
+        if c.direct_io() {
+            ", debug_io_direct=data: reads bypass the page cache"
+        } else {
+            ""
+        },
         c.data_dir().display(),
         c.log_file().display(),
         c.dsn()
@@ -63,8 +73,13 @@ pub(super) fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
             let c = scratch::start(&scratch_options(&a)?)?;
             println!("scratch cluster running: {}", describe(&c));
             println!("stop it with: dbio scratch stop --dir {}", a.dir.display());
+            println!(
+                "point psql and pgbench at it with: eval \"$(dbio scratch env --dir {})\"",
+                a.dir.display()
+            );
             Ok(0)
         }
+        ScratchAction::Env { dir } => crate::scratch_target::env_cmd(&dir),
         ScratchAction::Stop { dir } => {
             let c = scratch::stop(&dir)?;
             println!("scratch cluster in {} stopped", c.dir.display());

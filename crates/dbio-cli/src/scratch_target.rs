@@ -1,0 +1,176 @@
+//! The target of a command given none: a scratch cluster running in the default folder
+//! (`.dbio/scratch`, as `dbio scratch start` makes it) rather than libpq's defaults, which on
+//! a Debian host are the system PostgreSQL on localhost:5432, a server the user did not mean
+//! and whose roles do not include the scratch superuser. `dbio scratch env` prints the same
+//! target as PG* variables for psql and pgbench.
+//!
+//! "Given a target" means any of: `--dsn`, `target.dsn` in the config file, or a PG*
+//! variable that says where the server is (PGHOST, PGHOSTADDR, PGPORT, PGSERVICE). The other
+//! PG* variables (PGUSER, PGSSLMODE, ...) still apply, parameter by parameter, over the
+//! scratch cluster's DSN, as they would over a target.dsn.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dbio_core::Config;
+use dbio_postgres::scratch::{self, ScratchCluster};
+use dbio_postgres::{Target, conn};
+
+use crate::Failure;
+use crate::args::CommonArgs;
+
+/// The PG* variables that name where the server is (libpq: host, hostaddr, port, service).
+const WHERE_VARIABLES: [&str; 4] = ["PGHOST", "PGHOSTADDR", "PGPORT", "PGSERVICE"];
+
+/// `-q`: the target line is not printed (set once from the command line).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Where a command's target came from, for the line printed before anything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    /// The scratch cluster running in the default folder.
+    Scratch { port: u16, version: String },
+    /// `--dsn`, target.dsn and/or the named PG* variables.
+    Given(Vec<String>),
+    /// Nothing given and no scratch cluster running: libpq's defaults.
+    Defaults { scratch_note: &'static str },
+}
+
+/// The PostgreSQL connection target: flag > PG* environment > file > the running default
+/// scratch cluster > libpq defaults. Prints `target: ...` on stderr (not under `-q`).
+pub(crate) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (origin, scratch) = choose(
+        common.dsn.is_some(),
+        config.target.dsn.is_some(),
+        &WHERE_VARIABLES
+            .iter()
+            .filter(|k| env(k).is_some())
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>(),
+        || running_default(Path::new(scratch::DEFAULT_DIR)),
+    );
+    let scratch_dsn = scratch.as_ref().map(ScratchCluster::dsn);
+    let target = Target::resolve(
+        scratch_dsn.as_deref().or(config.target.dsn.as_deref()),
+        conn::env_params()?,
+        common.dsn.as_deref(),
+        config.target.connect_timeout.0,
+    )?;
+    if !QUIET.load(Ordering::Relaxed) {
+        eprintln!("{}", target_line(&origin, &target));
+    }
+    Ok(target)
+}
+
+/// Decides the origin; `scratch` is asked only when nothing names a target.
+fn choose(
+    flag: bool,
+    file: bool,
+    where_vars: &[String],
+    scratch: impl FnOnce() -> Result<Option<ScratchCluster>, &'static str>,
+) -> (Origin, Option<ScratchCluster>) {
+    if flag || file || !where_vars.is_empty() {
+        let mut from = Vec::new();
+        if flag {
+            from.push("--dsn".to_string());
+        }
+        from.extend(where_vars.iter().cloned());
+        if file {
+            from.push("target.dsn".to_string());
+        }
+        return (Origin::Given(from), None);
+    }
+    match scratch() {
+        Ok(Some(c)) => (
+            Origin::Scratch {
+                port: c.state.port,
+                version: c.state.bin.version.clone(),
+            },
+            Some(c),
+        ),
+        Ok(None) => (
+            Origin::Defaults {
+                scratch_note: "no scratch cluster in .dbio/scratch",
+            },
+            None,
+        ),
+        Err(note) => (Origin::Defaults { scratch_note: note }, None),
+    }
+}
+
+/// The cluster in `dir` when its server runs; why not otherwise (a folder that is not a
+/// scratch folder is left alone: it is not ours to start or judge).
+fn running_default(dir: &Path) -> Result<Option<ScratchCluster>, &'static str> {
+    if !dir.join("scratch.json").is_file() {
+        return Ok(None);
+    }
+    match scratch::status(dir) {
+        Ok((c, true)) => Ok(Some(c)),
+        Ok((_, false)) => Err("the scratch cluster in .dbio/scratch is stopped"),
+        Err(_) => Err(".dbio/scratch is not a readable scratch cluster"),
+    }
+}
+
+fn target_line(origin: &Origin, target: &Target) -> String {
+    match origin {
+        Origin::Scratch { port, version } => format!(
+            "target: scratch cluster {} (port {port}, PostgreSQL {version}); --dsn or PGHOST/PGPORT to choose another",
+            scratch::DEFAULT_DIR
+        ),
+        Origin::Given(from) => format!("target: {target} (from {})", from.join(", ")),
+        Origin::Defaults { scratch_note } => format!(
+            "target: {target} (libpq defaults: no --dsn, PGHOST/PGPORT or target.dsn, and {scratch_note}; `dbio scratch start` makes one)"
+        ),
+    }
+}
+
+/// `dbio scratch env`: the PG* exports of the running cluster in `dir`.
+pub(crate) fn env_cmd(dir: &Path) -> Result<u8, Failure> {
+    let (c, running) = scratch::status(dir)?;
+    if !running {
+        return Err(Failure::new(
+            1,
+            format!(
+                "the scratch cluster in {} is not running; start it with `dbio scratch start --dir {}`",
+                c.dir.display(),
+                dir.display()
+            ),
+        ));
+    }
+    print!("{}", c.env_exports());
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never() -> Result<Option<ScratchCluster>, &'static str> {
+        panic!("the scratch folder must not be consulted when a target is given")
+    }
+
+    #[test]
+    fn a_given_target_never_consults_the_scratch_folder() {
+        let (o, c) = choose(true, false, &[], never);
+        assert_eq!(o, Origin::Given(vec!["--dsn".into()]));
+        assert!(c.is_none());
+        let (o, _) = choose(false, true, &["PGPORT".into()], never);
+        assert_eq!(o, Origin::Given(vec!["PGPORT".into(), "target.dsn".into()]));
+    }
+
+    #[test]
+    fn nothing_given_and_no_scratch_is_libpq_defaults_with_the_reason() {
+        let (o, _) = choose(false, false, &[], || Ok(None));
+        let t = Target::from_dsn("host=localhost port=5432 user=postgres").unwrap();
+        let line = target_line(&o, &t);
+        assert!(line.contains("libpq defaults"), "{line}");
+        assert!(line.contains("dbio scratch start"), "{line}");
+        let (o, _) = choose(false, false, &[], || Err("it is stopped"));
+        assert!(target_line(&o, &t).contains("it is stopped"));
+    }
+}
