@@ -102,7 +102,7 @@ async fn client_counts_agree_with_the_servers_counters() {
     assert!(
         server_rows >= rows_updated
             && server_rows <= rows_updated + 8 * excluded_updates
-            && (server_rows - rows_updated) % 8 == 0,
+            && (server_rows - rows_updated).is_multiple_of(8),
         "n_tup_upd delta {server_rows}, counted {rows_updated}, {excluded_updates} update(s) excluded"
     );
     assert_eq!(
