@@ -54,7 +54,7 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
         "--readers",
         "2",
         "--run-time",
-        "3s",
+        "4s",
         "-q",
         "--out",
         out_dir.path().to_str().unwrap(),

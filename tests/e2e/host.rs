@@ -498,3 +498,44 @@ async fn a_monitor_role_runs_everything_and_is_told_what_to_grant() {
         .get(0);
     assert_eq!(left, 0, "teardown left schemas");
 }
+
+/// Backends of other roles, hidden from a role without pg_read_all_stats, were counted as
+/// free connection slots: the run then failed with 53300 after some sessions connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_hidden_from_the_role_are_not_counted_as_free_slots() {
+    let pg = TestCluster::start_with(16, None, &[("max_connections", "10")]);
+    let su = pg.client().await;
+    su.batch_execute("CREATE ROLE plain LOGIN; GRANT CREATE ON DATABASE postgres TO plain")
+        .await
+        .unwrap();
+    let dsn = pg.dsn().replace("user=postgres", "user=plain");
+    let data = ["--schemas", "1", "--scale", "500blocks"];
+    let mut setup = vec!["setup", "--dsn", dsn.as_str(), "-q"];
+    setup.extend(data);
+    assert_exit(&dbio(&setup), 0);
+    // Three more superuser connections: with the test's own, 4 of the 7 non-reserved slots.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(pg.client().await);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut run = vec![
+        "run",
+        "--dsn",
+        dsn.as_str(),
+        "--readers",
+        "2",
+        "--run-time",
+        "1s",
+    ];
+    run.extend(data);
+    run.extend(["-q", "--out", out.path().to_str().unwrap()]);
+    let o = dbio(&run);
+    assert_exit(&o, 2);
+    let e = dbio_tests::stderr(&o);
+    assert!(
+        e.contains("hidden from role `plain`") && e.contains("GRANT pg_read_all_stats TO plain"),
+        "{e}"
+    );
+    drop(held);
+}

@@ -176,6 +176,24 @@ pub fn read_bytes_of(io: &str) -> Option<u64> {
 /// the connection each file is its own statement, pipelined, so one missing pid fails only
 /// its own read.
 pub async fn read_pid_io(client: &Client, access: &HostAccess, pids: &[i32]) -> BTreeMap<i32, u64> {
+    if pids.is_empty() {
+        return BTreeMap::new();
+    }
+    // Through the connection, one statement for every live pid (those pg_stat_activity
+    // lists), so that a sample of many sessions costs one round trip; a backend exiting
+    // between the two fails it, and then each pid is read on its own.
+    if *access == HostAccess::Server
+        && let Ok(rows) = client.query(sql::READ_PID_IO, &[&pids]).await
+    {
+        return rows
+            .iter()
+            .filter_map(|r| {
+                let pid: i32 = r.try_get(0).ok()?;
+                let text: String = r.try_get(1).ok()?;
+                read_bytes_of(&text).map(|b| (pid, b))
+            })
+            .collect();
+    }
     let reads = pids.iter().map(|pid| async move {
         let text = access.read(client, &format!("/proc/{pid}/io")).await.ok()?;
         read_bytes_of(&text).map(|b| (*pid, b))

@@ -518,6 +518,11 @@ pub const LOCK_HOLDERS: &str = "SELECT l.pid, l.mode, l.granted, a.application_n
 /// pg_read_file(text) (PostgreSQL 11+, commit e79350fef).
 pub const READ_SERVER_FILE: &str = "SELECT pg_read_file($1)";
 
+/// /proc/<pid>/io of each live pid of `$1` (a pid pg_stat_activity lists is a live backend
+/// or server process of this cluster).
+pub const READ_PID_IO: &str = "SELECT pid, pg_read_file('/proc/' || pid || '/io') \
+     FROM pg_stat_activity WHERE pid = ANY($1::int[])";
+
 /// The port and start time that postmaster.pid must name for the server to be this host's.
 pub const SERVER_IDENTITY: &str = "SELECT current_setting('port')::int, \
      extract(epoch FROM pg_postmaster_start_time())::float8";
