@@ -5,11 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-<<<<<<< HEAD
-use dbio_core::config::{OnError, OnStepFailure, RedoStress, SessionLoop};
-=======
-use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, RunEngine};
->>>>>>> main
+use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, SessionLoop};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";

@@ -153,6 +153,10 @@ pub trait Backend {
         std::future::ready(true)
     }
 
+    /// The run is over (its figures collected): let go of what it held on the server (the
+    /// data set's lock), so the next run (a ramp's next step) can take it.
+    fn end_run(&mut self) {}
+
     /// The collector for the window; called once the sessions are open.
     fn collector(
         &mut self,

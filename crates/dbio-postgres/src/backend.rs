@@ -109,6 +109,9 @@ impl Backend for PgBackend {
         let names = DataSetPlan::new(&config.data, 8192).schema_names();
         let r = &config.run;
         let specs = session_specs(r.readers, r.writers, &names, r.hot_schema);
+        // The previous run's preflight (a ramp's last step) holds the data set's lock: let
+        // it go before this run takes it again.
+        self.pre = None;
         let pre = run::preflight(&self.target, config, &specs).await?;
         let facts = ServerFacts {
             block_size: pre.info.block_size,
@@ -176,6 +179,12 @@ impl Backend for PgBackend {
 
     fn server_loop(&self) -> bool {
         true
+    }
+
+    fn end_run(&mut self) {
+        // Closes the lock's connection: the server releases the data set's advisory locks
+        // when that backend exits.
+        self.pre = None;
     }
 
     async fn wait_ready(&self, timeout: std::time::Duration) -> bool {

@@ -129,6 +129,7 @@ pub async fn run<B: Backend>(
             "database statistics were not collected: {by} a second time ended the run at once"
         )),
     };
+    backend.end_run();
     warnings.extend(collected.warnings);
     for (name, body) in &collected.files {
         output::write_atomic(&out_dir.join(name), body)?;
