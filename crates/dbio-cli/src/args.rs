@@ -195,6 +195,12 @@ pub enum Command {
         action: crate::cmd::history::HistoryAction,
     },
 
+    /// Combine the results of one run's shards (several `dbio run` processes) into one
+    /// result: operation counts, rates and HDR histograms added exactly, the collector's
+    /// figures kept; results of different runs or shapes, or whose windows do not overlap,
+    /// are refused.
+    Merge(crate::cmd::merge::MergeArgs),
+
     /// Re-render a result.json or a ramp.json (or a folder holding one): text (report.txt or
     /// ramp.txt), json (the document), csv (the awr_info line of a run; ramp.csv of a ramp)
     /// or html (a ramp's report.html, charts inline).

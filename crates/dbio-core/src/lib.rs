@@ -12,6 +12,7 @@ pub mod error;
 pub mod history;
 pub mod interrupt;
 pub mod key_order;
+pub mod merge;
 pub mod output;
 pub mod ramp;
 pub mod regress;

@@ -14,6 +14,7 @@ use crate::dbstats::{
 };
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
+use crate::merge::{MergeInfo, ShardInfo};
 use crate::stats::{LatencySummary, encode_histogram};
 use crate::workload::OpKind;
 
@@ -56,6 +57,12 @@ pub struct RunResult {
     #[serde(default)]
     pub missing_rights: Vec<MissingRight>,
     pub warnings: Vec<String>,
+    /// This run is one shard of a run driven by several processes (`run --shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// This result was merged from shards (`dbio merge`): which, and how they lined up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -358,6 +365,8 @@ impl RunResult {
             host: None,
             missing_rights: Vec::new(),
             warnings,
+            shard: None,
+            merge: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod completions;
 mod config;
 pub(crate) mod history;
 mod man;
+pub(crate) mod merge;
 pub(crate) mod output;
 mod quickstart;
 mod ramp;
@@ -92,6 +93,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             format,
             quiet,
         ),
+        Command::Merge(args) => merge::merge_cmd(args, quiet),
         Command::Report { result, format } => report::report_cmd(&result, &format),
         Command::Config {
             config,

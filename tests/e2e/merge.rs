@@ -1,0 +1,281 @@
+//! `dbio merge`: real runs driven by separate processes against one scratch cluster, merged,
+//! against the server's counters and the shards' own histograms; and the refusals.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dbio_core::stats::{decode_histogram, new_histogram};
+use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use serde_json::Value;
+
+const SCALE: &str = "1000blocks";
+
+/// Sum of idx_scan on every dbio cf1 table, once no dbio session is connected.
+async fn idx_scans(c: &tokio_postgres::Client) -> u64 {
+    wait_no_dbio_sessions(c, Duration::from_secs(10), "connected").await;
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(idx_scan), 0)::bigint FROM pg_stat_user_tables \
+             WHERE relname = 'cf1' AND schemaname LIKE 'user%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    row.get::<_, i64>(0) as u64
+}
+
+fn run(dsn: &str, out: &Path, run_time: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        "--dsn",
+        dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        SCALE,
+        "--readers",
+        "1",
+        "--run-time",
+        run_time,
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    dbio(&args)
+}
+
+fn strs(paths: &[PathBuf]) -> Vec<&str> {
+    paths.iter().map(|p| p.to_str().unwrap()).collect()
+}
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    num(v, path) as u64
+}
+
+// Three shard processes, the third started 2 s after the other two: the merged counts are the
+// sums and the server's, the merged percentiles are those of the added histograms, the windows
+// overlap, and the late shard is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shard_processes_merge_into_one_exact_result() {
+    let pg = TestCluster::start(16);
+    pg.load("2", SCALE);
+    let c = pg.client().await;
+    let dsn = pg.dsn();
+    let work = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (1..=3)
+        .map(|k| work.path().join(format!("shard{k}")))
+        .collect();
+    let before = idx_scans(&c).await;
+    let outputs: Vec<std::process::Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = dirs
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let dsn = dsn.as_str();
+                s.spawn(move || {
+                    if k == 2 {
+                        std::thread::sleep(Duration::from_secs(2));
+                    }
+                    // One run id: the shards of one run share the data set (a second run
+                    // on it is refused otherwise).
+                    run(dsn, d, "6s", &["--run-id", "merge-e2e"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outputs {
+        assert_exit(o, 0);
+    }
+    let after = idx_scans(&c).await;
+    let merged_dir = work.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(strs(&dirs));
+    args.extend(["--max-skew", "4s", "--out", merged_dir.to_str().unwrap()]);
+    let o = dbio(&args);
+    assert_exit(&o, 0);
+    assert!(stderr(&o).contains("3 shards"), "{}", stderr(&o));
+
+    let shards: Vec<Value> = dirs.iter().map(|d| read_result(d)).collect();
+    let m = read_result(&merged_dir);
+    let sum = |path: &[&str]| shards.iter().map(|r| n(r, path)).sum::<u64>();
+    let reads = n(&m, &["client", "read", "count"]);
+    assert!(reads > 300, "{reads} reads");
+    assert_eq!(reads, sum(&["client", "read", "count"]));
+    assert_eq!(n(&m, &["client", "ops"]), sum(&["client", "ops"]));
+    assert_eq!(
+        n(&m, &["client", "read", "rows"]),
+        sum(&["client", "read", "rows"])
+    );
+    let rate_sum: f64 = shards
+        .iter()
+        .map(|r| num(r, &["client", "ops_per_s"]))
+        .sum();
+    assert!((num(&m, &["client", "ops_per_s"]) - rate_sum).abs() < 1e-6 * rate_sum);
+    // Every read is one index scan on cf1 (never fewer; PostgreSQL 15 was seen to count one
+    // more in 200, see run.rs).
+    let server = after - before;
+    assert!(
+        server >= reads && server - reads <= (reads / 100).max(1),
+        "idx_scan delta {server} vs {reads} merged reads"
+    );
+    assert_eq!(m["sessions"].as_array().unwrap().len(), 3);
+    assert_eq!(m["merge"]["run_id"], "merge-e2e");
+    assert_eq!(m["config"]["run"]["readers"], 3);
+
+    // The merged percentiles are those of the sum of the shards' histograms.
+    let mut total = new_histogram();
+    for r in &shards {
+        let h = decode_histogram(r["client"]["read"]["histogram"].as_str().unwrap()).unwrap();
+        total.add(&h).unwrap();
+    }
+    assert_eq!(total.len(), reads);
+    let merged_hist = decode_histogram(m["client"]["read"]["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(merged_hist.len(), reads);
+    let lat = &m["client"]["read"]["latency_us"];
+    assert_eq!(n(lat, &["p50"]), total.value_at_quantile(0.50));
+    assert_eq!(n(lat, &["p99"]), total.value_at_quantile(0.99));
+    assert_eq!(n(lat, &["max"]), total.max());
+
+    // The windows overlap: every shard was measuring during the merged overlap.
+    let t = |r: &Value, k: &str| {
+        chrono::DateTime::parse_from_rfc3339(r["window"][k].as_str().unwrap()).unwrap()
+    };
+    let latest_start = shards.iter().map(|r| t(r, "start")).max().unwrap();
+    let earliest_end = shards.iter().map(|r| t(r, "end")).min().unwrap();
+    assert!(latest_start < earliest_end, "the windows do not overlap");
+    let overlap = (earliest_end - latest_start).num_milliseconds() as f64 / 1000.0;
+    assert!((num(&m, &["merge", "overlap_s"]) - overlap).abs() < 0.01);
+    assert!(overlap > 2.0, "overlap {overlap} s");
+
+    // The third shard started about 2 s late, and the merged result says so by name.
+    let info = &m["merge"]["shards"];
+    let late_s: Vec<f64> = (0..3).map(|k| num(&info[k], &["late_s"])).collect();
+    assert!(late_s[2] > 1.5, "late_s {late_s:?}");
+    assert!(late_s[2] > late_s[0] && late_s[2] > late_s[1], "{late_s:?}");
+    assert_eq!(info[2]["late"], true);
+    let warnings: Vec<&str> = m["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("started late")
+            && w.contains(dirs[2].join("result.json").to_str().unwrap())),
+        "{warnings:?}"
+    );
+
+    // A merged result is a result: report, compare, regress and history take it.
+    let merged_json = merged_dir.join("result.json");
+    let report = dbio(&["report", merged_json.to_str().unwrap()]);
+    assert_exit(&report, 0);
+    let first_json = dirs[0].join("result.json");
+    assert_exit(
+        &dbio(&[
+            "compare",
+            first_json.to_str().unwrap(),
+            merged_json.to_str().unwrap(),
+        ]),
+        0,
+    );
+    let regress = dbio(&[
+        "regress",
+        "--baseline",
+        merged_json.to_str().unwrap(),
+        merged_json.to_str().unwrap(),
+    ]);
+    assert_exit(&regress, 0);
+    let store = work.path().join("history.sqlite");
+    assert_exit(
+        &dbio(&[
+            "history",
+            "add",
+            merged_json.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ]),
+        0,
+    );
+}
+
+/// Rewrites `from/result.json` into `to/result.json` with `shard` set.
+fn as_shard(from: &Path, to: &Path, run_id: &str, index: u32, count: u32) -> PathBuf {
+    let mut r: Value =
+        serde_json::from_str(&std::fs::read_to_string(from.join("result.json")).unwrap()).unwrap();
+    r["shard"] = serde_json::json!({ "run_id": run_id, "index": index, "count": count });
+    std::fs::create_dir_all(to).unwrap();
+    let path = to.join("result.json");
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
+    let pg = TestCluster::start(16);
+    pg.load("2", SCALE);
+    let dsn = pg.dsn();
+    let work = tempfile::tempdir().unwrap();
+    let (a, b, w) = (
+        work.path().join("a"),
+        work.path().join("b"),
+        work.path().join("w8"),
+    );
+    // Two runs one after the other, and a third reading 8 blocks per operation.
+    assert_exit(&run(&dsn, &a, "1s", &[]), 0);
+    assert_exit(&run(&dsn, &b, "1s", &[]), 0);
+    assert_exit(&run(&dsn, &w, "1s", &["--work-unit", "8"]), 0);
+    let merge = |inputs: &[&Path]| {
+        let out = work.path().join("out");
+        let mut args = vec!["merge"];
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        args.extend(["--out", out.to_str().unwrap()]);
+        let o = dbio(&args);
+        (o, out)
+    };
+
+    // Different shapes: named, nothing written.
+    let (o, out) = merge(&[&a, &w]);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(e.contains("work_unit 64 vs 8"), "{e}");
+    assert!(!out.exists(), "a refused merge makes no result folder");
+
+    // Windows that do not overlap (b ran after a): refused, naming both windows.
+    let (o, _) = merge(&[&a, &b]);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(e.contains("do not overlap"), "{e}");
+    assert!(
+        e.contains(a.join("result.json").to_str().unwrap())
+            && e.contains(b.join("result.json").to_str().unwrap()),
+        "{e}"
+    );
+
+    // Shards of different runs, and a shard beside a plain run.
+    let x = as_shard(&a, &work.path().join("x"), "run-x", 0, 2);
+    let y = as_shard(&a, &work.path().join("y"), "run-y", 1, 2);
+    let (o, _) = merge(&[&x, &y]);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("different runs") && e.contains("run id \"run-x\" vs run id \"run-y\""),
+        "{e}"
+    );
+    let (o, _) = merge(&[&x, &a.join("result.json")]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("run id \"run-x\" vs no run id"),
+        "{}",
+        stderr(&o)
+    );
+    // The same shard twice.
+    let z = as_shard(&a, &work.path().join("z"), "run-x", 0, 2);
+    let (o, _) = merge(&[&x, &z]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
+    // One result alone is not a merge.
+    let o = dbio(&["merge", a.to_str().unwrap()]);
+    assert_exit(&o, 2);
+}
