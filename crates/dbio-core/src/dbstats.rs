@@ -75,6 +75,13 @@ pub struct WaitRow {
     pub measured: bool,
     /// Samples that saw this event.
     pub samples: u64,
+    /// What the row's figures mean where that is not obvious (PostgreSQL 18+: read_time is
+    /// time spent waiting for reads, not device latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The device's own average read wait (iostat r_await, ms) beside a measured read row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_await_ms: Option<f64>,
 }
 
 /// The wait profile: sampled session states (ASH-like), with measured rows where the
@@ -90,8 +97,22 @@ pub struct WaitProfile {
     pub db_time_source: String,
     /// dbio's sessions.
     pub foreground: Vec<WaitRow>,
-    /// Background processes (checkpointer, background writer, walwriter, autovacuum, ...).
+    /// Background processes (checkpointer, background writer, walwriter, autovacuum, io
+    /// workers, ...).
     pub background: Vec<WaitRow>,
+    /// How dbio's sessions were told apart: "backend PID" (each session's pid from its
+    /// connection's BackendKeyData) or "application_name".
+    #[serde(default)]
+    pub sessions_by: String,
+    /// Other sessions active in this database during the window (not dbio's): their events.
+    #[serde(default)]
+    pub other_sessions: Vec<WaitRow>,
+    /// Their share of the active session samples in this database, in %.
+    #[serde(default)]
+    pub other_sessions_pct: Option<f64>,
+    /// Set when the sampler could not see every role's sessions (no pg_read_all_stats).
+    #[serde(default)]
+    pub visibility_note: Option<String>,
 }
 
 /// OS block-device figures from /proc/diskstats for the device under the data.
@@ -114,6 +135,69 @@ pub struct DeviceMetrics {
     /// How reads were made physical for this run: "dropped page cache", "debug_io_direct=data",
     /// or "none".
     pub cache_control: String,
+    /// The device number (`major:minor`, as in /proc/self/mountinfo and /proc/diskstats).
+    #[serde(default)]
+    pub major_minor: Option<String>,
+    /// Where the counters were read: the server's own /proc through the connection, or this
+    /// host's /proc for a server proven to run here.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Read MiB/s (sectors read x 512).
+    #[serde(default)]
+    pub read_mib_per_s: Option<f64>,
+    /// Average wait of all I/Os, in ms (iostat await: ms reading + writing / I/Os).
+    #[serde(default)]
+    pub await_ms: Option<f64>,
+    /// Average number of I/Os in the device's queue (iostat aqu-sz: weighted ms doing I/O /
+    /// elapsed ms).
+    #[serde(default)]
+    pub avg_queue_depth: Option<f64>,
+    /// The data set's tables measured on this device (`schema.table` at their directory).
+    #[serde(default)]
+    pub tables: Vec<String>,
+}
+
+/// The database host's own figures over the window, from its /proc: what dbio's backends
+/// really fetched from storage, the host's memory and CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HostMetrics {
+    /// Where the figures were read (the server's /proc through pg_read_file, or this host's
+    /// /proc for a server proven local).
+    pub source: String,
+    pub seconds: f64,
+    /// Bytes dbio's session backends fetched from storage (/proc/<pid>/io read_bytes, "bytes
+    /// really fetched from the storage layer", proc_pid_io(5)), summed over the window.
+    pub session_read_bytes: Option<u64>,
+    /// Bytes the io workers fetched (PostgreSQL 18+, io_method=worker: they submit the
+    /// asynchronous reads, of every backend, not only dbio's).
+    pub io_worker_read_bytes: Option<u64>,
+    /// Backends whose /proc/<pid>/io was read.
+    pub backends_read: u32,
+    /// (session + io worker read_bytes) / block size / seconds.
+    pub physical_blocks_per_s: Option<f64>,
+    /// Physical blocks / database reads: near 1 when every read went to storage, near 0 when
+    /// the OS page cache served them.
+    pub physical_read_ratio: Option<f64>,
+    /// /proc/meminfo at the window's end.
+    pub mem_total_bytes: Option<u64>,
+    pub mem_available_bytes: Option<u64>,
+    pub page_cache_bytes: Option<u64>,
+    /// /proc/stat over the window, % of all CPUs' time.
+    pub cpu_user_pct: Option<f64>,
+    pub cpu_system_pct: Option<f64>,
+    pub cpu_iowait_pct: Option<f64>,
+    pub cpu_idle_pct: Option<f64>,
+    /// Why a figure is missing or how to read one.
+    pub notes: Vec<String>,
+}
+
+/// A figure the run could not have for want of a right, and the GRANT that gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingRight {
+    /// The figures that are missing (or limited) without the right.
+    pub figures: String,
+    /// The statement to run, as a superuser, to give it.
+    pub grant: String,
 }
 
 /// The line DBAs compare across runs (awr_info habit): top I/O event, its waits, time,
@@ -166,6 +250,23 @@ pub const MIN_PHYSICAL_RATIO: f64 = 0.5;
 
 /// Above this share, the device read more than the database asked for.
 pub const MAX_PHYSICAL_RATIO: f64 = 1.1;
+
+/// Warnings from the backends' own physical reads (/proc/<pid>/io): the page cache served
+/// the database's reads when the bytes its backends fetched from storage are far below them.
+pub fn host_cache_warnings(db: &DbMetrics, host: Option<&HostMetrics>) -> Vec<String> {
+    let Some(ratio) = host.and_then(|h| h.physical_read_ratio) else {
+        return Vec::new();
+    };
+    if ratio >= MIN_PHYSICAL_RATIO || db.read_iops <= 0.0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "dbio's backends fetched {:.0}% of their {:.0} database reads/s from storage (/proc/<pid>/io read_bytes): \
+         the page cache served the rest, so read IOPS and latency describe memory, not storage",
+        100.0 * ratio,
+        db.read_iops
+    )]
+}
 
 /// Warnings about reads that did not come from storage: served by the OS page cache (device
 /// reads well below database reads) or by shared_buffers (almost no database reads).
@@ -231,6 +332,12 @@ mod tests {
             avg_write_wait_ms: None,
             physical_read_ratio: ratio,
             cache_control: "none".into(),
+            major_minor: None,
+            source: None,
+            read_mib_per_s: None,
+            await_ms: None,
+            avg_queue_depth: None,
+            tables: Vec::new(),
         }
     }
 

@@ -19,6 +19,10 @@ pub struct DiskCounters {
     pub writes: u64,
     pub sectors_written: u64,
     pub ms_writing: u64,
+    /// Field 13: ms the device had I/O in flight (iostat %util).
+    pub ms_doing_io: u64,
+    /// Field 14: weighted ms doing I/O, each ms counted once per I/O in flight (iostat aqu-sz).
+    pub weighted_ms: u64,
 }
 
 /// A device found in /proc/diskstats.
@@ -43,13 +47,105 @@ pub fn device_for_path(path: &Path) -> Option<Device> {
 
 pub fn read_counters(device: &Device) -> Option<DiskCounters> {
     let text = std::fs::read_to_string("/proc/diskstats").ok()?;
-    parse_diskstats(&text)
+    counters_in(&text, device)
+}
+
+/// The counters of `device` in a /proc/diskstats text (this host's or the server's).
+pub fn counters_in(diskstats: &str, device: &Device) -> Option<DiskCounters> {
+    parse_diskstats(diskstats)
         .into_iter()
         .find(|(d, _)| d == device)
         .map(|(_, c)| c)
 }
 
-fn parse_diskstats(text: &str) -> Vec<(Device, DiskCounters)> {
+/// One line of /proc/<pid>/mountinfo (proc_pid_mountinfo(5)): mount ID, parent ID,
+/// major:minor, root, mount point, options, optional fields, `-`, fstype, source, options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub major: u32,
+    pub minor: u32,
+    pub mount_point: String,
+    pub fstype: String,
+    pub source: String,
+}
+
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let dash = f.iter().position(|x| *x == "-")?;
+            let (major, minor) = f.get(2)?.split_once(':')?;
+            Some(Mount {
+                major: major.parse().ok()?,
+                minor: minor.parse().ok()?,
+                mount_point: unescape_mount(f.get(4)?),
+                fstype: f.get(dash + 1)?.to_string(),
+                source: f
+                    .get(dash + 2)
+                    .map(|s| unescape_mount(s))
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = u32::from(b[i + 1] - b'0') * 64
+                + u32::from(b[i + 2] - b'0') * 8
+                + u32::from(b[i + 3] - b'0');
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The mount that holds `path`: the longest mount point that is a path prefix of it, the
+/// last listed when mounts are stacked on the same point.
+pub fn mount_for<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
+    let under = |m: &Mount| {
+        let mp = m.mount_point.trim_end_matches('/');
+        mp.is_empty() || path == mp || path.starts_with(&format!("{mp}/"))
+    };
+    let mut best: Option<&Mount> = None;
+    for m in mounts.iter().filter(|m| under(m)) {
+        if best.is_none_or(|b| m.mount_point.len() >= b.mount_point.len()) {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+/// The /proc/diskstats device of a mount: by its device number, or, for filesystems that
+/// report an anonymous number (major 0: btrfs, overlay), by the source's device name.
+pub fn device_of_mount(diskstats: &str, mount: &Mount) -> Option<Device> {
+    let all = parse_diskstats(diskstats);
+    if let Some((d, _)) = all
+        .iter()
+        .find(|(d, _)| d.major == mount.major && d.minor == mount.minor)
+    {
+        return Some(d.clone());
+    }
+    let name = mount.source.strip_prefix("/dev/")?;
+    let name = name.rsplit('/').next()?;
+    all.into_iter()
+        .find(|(d, _)| d.name == name)
+        .map(|(d, _)| d)
+}
+
+pub fn parse_diskstats(text: &str) -> Vec<(Device, DiskCounters)> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
@@ -70,6 +166,8 @@ fn parse_diskstats(text: &str) -> Vec<(Device, DiskCounters)> {
                     writes: n(7)?,
                     sectors_written: n(9)?,
                     ms_writing: n(10)?,
+                    ms_doing_io: n(12)?,
+                    weighted_ms: n(13)?,
                 },
             ))
         })
@@ -103,6 +201,18 @@ pub fn device_metrics(
         avg_write_wait_ms: (writes > 0.0).then(|| d(after.ms_writing, before.ms_writing) / writes),
         physical_read_ratio: db_reads.filter(|r| *r > 0.0).map(|r| reads / r),
         cache_control: cache_control.to_string(),
+        major_minor: Some(format!("{}:{}", device.major, device.minor)),
+        source: None,
+        read_mib_per_s: (seconds > 0.0)
+            .then(|| d(after.sectors_read, before.sectors_read) * 512.0 / 1048576.0 / seconds),
+        await_ms: (reads + writes > 0.0).then(|| {
+            (d(after.ms_reading, before.ms_reading) + d(after.ms_writing, before.ms_writing))
+                / (reads + writes)
+        }),
+        // iostat: aqu-sz = delta(weighted ms) / elapsed ms.
+        avg_queue_depth: (seconds > 0.0)
+            .then(|| d(after.weighted_ms, before.weighted_ms) / (seconds * 1000.0)),
+        tables: Vec::new(),
     }
 }
 
@@ -141,6 +251,8 @@ mod tests {
                 writes: 144981,
                 sectors_written: 8211656,
                 ms_writing: 245866,
+                ms_doing_io: 153444,
+                weighted_ms: 266497,
             }
         );
     }
@@ -180,11 +292,31 @@ mod tests {
         assert_eq!(m.avg_read_wait_ms, Some(0.5));
         assert_eq!(m.avg_write_wait_ms, Some(2.0));
         assert_eq!(m.physical_read_ratio, Some(0.5));
+        assert_eq!(m.major_minor.as_deref(), Some("253:0"));
         assert_eq!(
             device_metrics(&dev, Path::new("/"), before, before, 1.0, Some(0.0), "none")
                 .physical_read_ratio,
             None
         );
+    }
+
+    #[test]
+    fn mountinfo_finds_the_longest_mount_and_its_device() {
+        let info = "\
+22 1 253:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
+40 22 7:3 / /mnt/pg\\040data rw,relatime - ext4 /dev/loop3 rw
+41 22 0:45 / /var/lib/docker rw - btrfs /dev/vda1 rw
+";
+        let mounts = parse_mountinfo(info);
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(mounts[1].mount_point, "/mnt/pg data");
+        let m = mount_for(&mounts, "/mnt/pg data/base/5").unwrap();
+        assert_eq!((m.major, m.minor), (7, 3));
+        assert_eq!(mount_for(&mounts, "/mnt/pg datax").unwrap().major, 253);
+        let stats = format!("{SAMPLE}   7       3 loop3 10 0 80 5 0 0 0 0 0 5 5\n");
+        assert_eq!(device_of_mount(&stats, m).unwrap().name, "loop3");
+        let btrfs = mount_for(&mounts, "/var/lib/docker/x").unwrap();
+        assert_eq!(device_of_mount(&stats, btrfs).unwrap().name, "vda1");
     }
 
     #[test]

@@ -390,6 +390,9 @@ pub fn merge(
     // The shards' windows agree within the skew; the merged rates are the sums of theirs, and
     // this is the length they share on average.
     window.measured_s = measured_s;
+    // The collector's shard's database interval; operations excluded at each shard's end add.
+    window.db_window_s = from.and_then(|f| f.window.db_window_s);
+    window.ops_past_window = results.iter().map(|r| r.window.ops_past_window).sum();
     window.warmup_s = results
         .iter()
         .map(|r| r.window.warmup_s)
@@ -421,6 +424,8 @@ pub fn merge(
         db: from.and_then(|f| f.db.clone()),
         waits: from.and_then(|f| f.waits.clone()),
         device: from.and_then(|f| f.device.clone()),
+        host: from.and_then(|f| f.host.clone()),
+        missing_rights: from.map(|f| f.missing_rights.clone()).unwrap_or_default(),
         calibration: None,
         warnings,
         shard: None,
@@ -747,6 +752,7 @@ mod tests {
                 start: t0,
                 end: t0 + chrono::TimeDelta::seconds(10),
                 measured_s: 10.0,
+                db_window_s: 10.0,
                 warmup_s: 0.0,
                 sessions: vec![],
                 histograms: [read, new_histogram()],

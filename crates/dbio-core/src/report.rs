@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::config::{Engine, RunEngine};
-use crate::dbstats::WaitRow;
+use crate::dbstats::{MissingRight, WaitRow};
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
 use crate::units::format_bytes;
@@ -86,6 +86,16 @@ pub fn render_text(r: &RunResult) -> String {
             _ => w.mode.clone(),
         }
     );
+    if let Some(db_s) = w.db_window_s
+        && (w.ops_past_window > 0 || db_s - w.measured_s > 0.05)
+    {
+        let _ = writeln!(
+            o,
+            "          {} operation(s) in flight at its end cancelled and not counted; \
+             database counters cover {db_s:.3} s (until the last session stopped)",
+            w.ops_past_window
+        );
+    }
     let run = &r.config.run;
     let readers = r
         .sessions
@@ -191,6 +201,10 @@ pub fn render_text(r: &RunResult) -> String {
         );
     }
     db_sections(&mut o, r);
+    if !r.missing_rights.is_empty() {
+        let _ = writeln!(o);
+        o.push_str(&render_missing_rights(&r.missing_rights));
+    }
     if !r.warnings.is_empty() {
         let _ = writeln!(o);
         for w in &r.warnings {
@@ -368,10 +382,34 @@ fn db_sections(o: &mut String, r: &RunResult) {
             w.db_time_s,
             w.db_time_source
         );
-        wait_table(o, &w.foreground);
+        wait_table(o, &w.foreground, true);
+        for r in w.foreground.iter().filter(|r| r.note.is_some()) {
+            let _ = writeln!(
+                o,
+                "  {}: {}{}",
+                r.event,
+                r.note.as_deref().unwrap_or(""),
+                r.device_await_ms
+                    .map(|a| format!(" (device read wait {a:.3} ms)"))
+                    .unwrap_or_default()
+            );
+        }
         if !w.background.is_empty() {
             let _ = writeln!(o, "{}", words.background);
-            wait_table(o, &w.background);
+            wait_table(o, &w.background, false);
+        }
+        if !w.other_sessions.is_empty() {
+            let _ = writeln!(
+                o,
+                "Other sessions active in this database (not dbio's; {} of the active session samples; % of dbio's DB time)",
+                w.other_sessions_pct
+                    .map(|p| format!("{p:.1}%"))
+                    .unwrap_or_else(|| "-".into())
+            );
+            wait_table(o, &w.other_sessions, false);
+        }
+        if let Some(note) = &w.visibility_note {
+            let _ = writeln!(o, "  note: {note}");
         }
         let _ = writeln!(
             o,
@@ -407,11 +445,26 @@ fn db_sections(o: &mut String, r: &RunResult) {
                 opt(d.physical_read_ratio, 2),
                 d.cache_control
             );
+            let _ = writeln!(
+                o,
+                "  device {}: {} MiB/s read, await {} ms, average queue depth (aqu-sz) {}; tables: {}; source: {}",
+                d.major_minor.as_deref().unwrap_or("-"),
+                opt(d.read_mib_per_s, 2),
+                opt(d.await_ms, 3),
+                opt(d.avg_queue_depth, 2),
+                if d.tables.is_empty() {
+                    "-".to_string()
+                } else {
+                    d.tables.join(", ")
+                },
+                d.source.as_deref().unwrap_or("this host's /proc/diskstats")
+            );
         }
         None => {
             let _ = writeln!(o, "  device: not measured (see the warnings)");
         }
     }
+    host_section(o, r);
     if let Some(c) = &r.calibration {
         let _ = writeln!(
             o,
@@ -442,7 +495,76 @@ fn db_sections(o: &mut String, r: &RunResult) {
     );
 }
 
-fn wait_table(o: &mut String, rows: &[WaitRow]) {
+/// The database host's own figures: what dbio's backends fetched from storage, the host's
+/// memory and CPU, and where they were read.
+fn host_section(o: &mut String, r: &RunResult) {
+    if r.engine == Engine::Oracle {
+        return;
+    }
+    let Some(h) = &r.host else {
+        let _ = writeln!(
+            o,
+            "  host: not measured (see the warnings and the missing rights)"
+        );
+        return;
+    };
+    let mib = |b: Option<u64>| opt(b.map(|b| b as f64 / 1048576.0), 1);
+    let _ = writeln!(
+        o,
+        "  host ({}): dbio's backends read {} MiB from storage, io workers {} MiB ({} processes); {} physical blocks/s; \
+         physical-read ratio (backends' blocks from storage / database blocks read): {}",
+        h.source,
+        mib(h.session_read_bytes),
+        mib(h.io_worker_read_bytes),
+        h.backends_read,
+        opt(h.physical_blocks_per_s, 1),
+        opt(h.physical_read_ratio, 2)
+    );
+    if h.physical_read_ratio
+        .is_some_and(|p| p < crate::dbstats::MIN_PHYSICAL_RATIO)
+    {
+        let _ = writeln!(
+            o,
+            "  the page cache served most of the database's reads: they are memory reads, not storage I/O"
+        );
+    }
+    let gib = |b: Option<u64>| opt(b.map(|b| b as f64 / 1073741824.0), 1);
+    let _ = writeln!(
+        o,
+        "  host memory {} GiB, available {} GiB, page cache {} GiB; CPU user {}%, system {}%, iowait {}%, idle {}%",
+        gib(h.mem_total_bytes),
+        gib(h.mem_available_bytes),
+        gib(h.page_cache_bytes),
+        opt(h.cpu_user_pct, 1),
+        opt(h.cpu_system_pct, 1),
+        opt(h.cpu_iowait_pct, 1),
+        opt(h.cpu_idle_pct, 1)
+    );
+    for n in &h.notes {
+        let _ = writeln!(o, "  host note: {n}");
+    }
+}
+
+/// Figures missing for want of a right, each with its GRANT (for `dbio check` and every
+/// run's report); empty when nothing is missing.
+pub fn render_missing_rights(missing: &[MissingRight]) -> String {
+    let mut o = String::new();
+    if missing.is_empty() {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "Missing rights ({}): figures this role cannot have, and the GRANT for each",
+        missing.len()
+    );
+    for m in missing {
+        let _ = writeln!(o, "  - {}\n    {}", m.figures, m.grant);
+    }
+    o
+}
+
+/// `whole`: the rows are dbio's DB time, so what they leave out is said.
+fn wait_table(o: &mut String, rows: &[WaitRow], whole: bool) {
     let _ = writeln!(
         o,
         "  {:<28} {:>12} {:>10} {:>14} {:>10}",
@@ -461,7 +583,7 @@ fn wait_table(o: &mut String, rows: &[WaitRow]) {
             opt(r.pct_db_time, 1)
         );
     }
-    if let Some(line) = db_time_rest(rows) {
+    if let Some(line) = db_time_rest(rows).filter(|_| whole) {
         let _ = writeln!(o, "  {line}");
     }
 }
@@ -651,6 +773,7 @@ mod tests {
             start: now,
             end: now,
             measured_s: 10.0,
+            db_window_s: 10.0,
             warmup_s: 0.0,
             sessions: vec![],
             histograms: [crate::stats::new_histogram(), crate::stats::new_histogram()],

@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Engine};
-use crate::dbstats::{CalibrationCompare, DbMetrics, DeviceMetrics, WaitProfile};
+use crate::dbstats::{
+    CalibrationCompare, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile,
+};
 use crate::driver::{CpuUsage, DriveOutcome, IntervalRow, RunStatus, SessionOutcome, WindowSpec};
 use crate::error::CoreError;
 use crate::merge::{MergeInfo, ShardInfo};
@@ -47,6 +49,13 @@ pub struct RunResult {
     /// The raw device's figures at the same load (`--calibration FILE`).
     #[serde(default)]
     pub calibration: Option<CalibrationCompare>,
+    /// The database host's own figures (backends' physical reads, RAM, CPU), with where they
+    /// were read; null when neither the role nor the host allowed it (see `missing_rights`).
+    #[serde(default)]
+    pub host: Option<HostMetrics>,
+    /// Each figure this run could not have for want of a right, with the GRANT that gives it.
+    #[serde(default)]
+    pub missing_rights: Vec<MissingRight>,
     pub warnings: Vec<String>,
     /// This run is one shard of a run driven by several processes (`run --shard I/N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,8 +182,18 @@ pub struct Window {
     /// Start and end of the measured window, UTC.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
-    /// Seconds the rates are computed over.
+    /// Seconds the client's rates are computed over: operations count when they completed
+    /// inside the window.
     pub measured_s: f64,
+    /// Seconds from the window's start until the last session had stopped (what was in
+    /// flight at the end was cancelled): the interval the database's counters cover and its
+    /// rates divide by.
+    #[serde(default)]
+    pub db_window_s: Option<f64>,
+    /// Operations in flight at the window's end, cancelled or completed after it: not
+    /// counted in any figure.
+    #[serde(default)]
+    pub ops_past_window: u64,
     pub warmup_s: f64,
     /// `run_time` or `work_loop`.
     pub mode: String,
@@ -265,6 +284,32 @@ impl RunResult {
             warnings
                 .push("the run was interrupted: rates cover the time until the interrupt".into());
         }
+        let ops_past_window: u64 = outcome
+            .sessions
+            .iter()
+            .map(|s| s.past_window[0] + s.past_window[1])
+            .sum();
+        let late_s = outcome.db_window_s - secs;
+        if late_s > 1.0 {
+            warnings.push(format!(
+                "the last session stopped {late_s:.1} s after the window's end (a statement that \
+                 did not return at once when it was cancelled: a lock wait, a slow server); \
+                 its operation is not counted and database rates cover {:.1} s",
+                outcome.db_window_s
+            ));
+        }
+        if let Some(db_time_s) = ctx.db.as_ref().and_then(|d| d.db_time_s) {
+            let db_s = ctx.db.as_ref().map_or(outcome.db_window_s, |d| d.seconds);
+            let bound = outcome.sessions.len() as f64 * db_s;
+            if bound > 0.0 && db_time_s > bound * 1.1 {
+                warnings.push(format!(
+                    "DB time {db_time_s:.1} s exceeds what {} session(s) can spend in {db_s:.1} s \
+                     ({bound:.1} s): other sessions worked in this database during the window, \
+                     and database-wide figures include their work",
+                    outcome.sessions.len()
+                ));
+            }
+        }
         if outcome.sessions_lost > 0 {
             warnings.push(format!(
                 "{} session(s) lost: they did not answer within the grace once the run was ending, \
@@ -284,6 +329,8 @@ impl RunResult {
                 start: outcome.start,
                 end: outcome.end,
                 measured_s: secs,
+                db_window_s: Some(outcome.db_window_s),
+                ops_past_window,
                 warmup_s: outcome.warmup_s,
                 mode: match window_spec {
                     WindowSpec::Time(_) => "run_time".into(),
@@ -315,6 +362,8 @@ impl RunResult {
             waits: ctx.waits,
             device: ctx.device,
             calibration: ctx.calibration,
+            host: None,
+            missing_rights: Vec::new(),
             warnings,
             shard: None,
             merge: None,

@@ -456,6 +456,8 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             pct_db_time,
             measured: true,
             samples: 0,
+            note: None,
+            device_await_ms: None,
         };
     let mut foreground: Vec<WaitRow> = events
         .iter()
@@ -479,6 +481,8 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             pct_db_time: pct(cpu),
             measured: true,
             samples: 0,
+            note: None,
+            device_await_ms: None,
         });
     }
     foreground.sort_by(|a, b| b.time_s.total_cmp(&a.time_s));
@@ -554,6 +558,10 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         db_time_source: db_time_source.into(),
         foreground,
         background,
+        sessions_by: "the database's foreground/background split (V$SYSTEM_EVENT)".into(),
+        other_sessions: Vec::new(),
+        other_sessions_pct: None,
+        visibility_note: None,
     };
     Window {
         db,
@@ -591,6 +599,8 @@ pub fn add_samples(
                 pct_db_time: None,
                 measured: false,
                 samples: *n,
+                note: None,
+                device_await_ms: None,
             }),
         }
     }

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use dbio_core::dataset::{
-    DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, host_ram_bytes,
-    judge_size, secs,
+    DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, judge_size, secs,
 };
 use dbio_core::key_order::KeyOrder;
 use deadpool_postgres::{Hook, HookError, Pool};
@@ -195,10 +194,13 @@ pub async fn setup(
 
     outcomes.sort_by_key(|o| schema_index(&o.schema, &plan.prefix));
     let data_bytes = plan.table_bytes();
-    // With O_DIRECT reads the page cache does not serve them: RAM does not matter.
-    let ram = (target.is_local() && !info.direct_io)
-        .then(host_ram_bytes)
-        .flatten();
+    // With O_DIRECT reads the page cache does not serve them: RAM does not matter. The RAM
+    // is the database host's (its /proc, or this host's when the server is proven local).
+    let ram = if info.direct_io {
+        None
+    } else {
+        crate::host::database_host_ram_bytes(&admin).await
+    };
     Ok(LoadSummary {
         schemas: outcomes,
         seconds: secs(started.elapsed()),

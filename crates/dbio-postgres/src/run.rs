@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
 use dbio_core::config::{ReadPath, RedoStress};
-use dbio_core::dataset::{DataSetPlan, host_ram_bytes, judge_size};
+use dbio_core::dataset::{DataSetPlan, judge_size};
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
 use dbio_core::workload::{SessionKind, session_seed};
@@ -75,15 +75,33 @@ pub async fn preflight(
     .await?;
     warnings.extend(verified.warnings.iter().cloned());
 
-    let free: i32 = client
+    let visible_free: i32 = client
         .query_one(sql::FREE_CONNECTIONS, &[])
         .await
         .map_err(|e| PgError::from_db("reading max_connections", &e))?
-        .get(0);
+        .try_get(0)
+        .map_err(|e| PgError::from_db("reading max_connections", &e))?;
+    // Backends this role cannot see (no pg_read_all_stats) may hold slots: unknown, not free.
+    let invisible: i32 = client
+        .query_one(sql::INVISIBLE_BACKENDS, &[])
+        .await
+        .map_err(|e| PgError::from_db("counting the backends this role cannot see", &e))?
+        .try_get(0)
+        .map_err(|e| PgError::from_db("counting the backends this role cannot see", &e))?;
+    let free = visible_free - invisible;
     // The sessions, plus the collector's and the sampler's connections.
     if specs.len() as i64 + 2 > free as i64 {
+        let unknown = if invisible > 0 {
+            format!(
+                " ({invisible} backend(s) of other roles are hidden from role `{}` and counted as using a slot: \
+                 GRANT pg_read_all_stats TO {} lets dbio see them)",
+                target.user, target.user
+            )
+        } else {
+            String::new()
+        };
         return Err(PgError::Usage(format!(
-            "run.readers + run.writers = {} sessions (+2 for the collector), but the server has {free} free connection slots; \
+            "run.readers + run.writers = {} sessions (+2 for the collector), but the server has {free} free connection slots{unknown}; \
              raise max_connections on the server or run fewer sessions",
             specs.len()
         )));
@@ -104,9 +122,13 @@ pub async fn preflight(
         );
     }
     let direct_io = info.direct_io;
-    let ram = (target.is_local() && !direct_io)
-        .then(host_ram_bytes)
-        .flatten();
+    // The server's RAM decides whether the page cache can hold the data set: read from the
+    // server's /proc when the role may, else this host's when the server is proven local.
+    let ram = if direct_io {
+        None
+    } else {
+        crate::host::database_host_ram_bytes(&client).await
+    };
     warnings.extend(
         judge_size(
             plan.table_bytes(),

@@ -1,10 +1,16 @@
 //! The wait sampler (ASH-like): on its own connection, every period, one autocommit query of
 //! pg_stat_activity (a fresh statement each time, so the view is not frozen by a
-//! transaction's statistics snapshot). Foreground rows are dbio's sessions in this database;
-//! background rows are the server's own processes (checkpointer, background writer,
-//! walwriter, autovacuum of this database). An active row without a wait event counts as CPU.
+//! transaction's statistics snapshot). Foreground rows are dbio's sessions, told apart by
+//! their backend PIDs (and parallel workers by their leader's); background rows are the
+//! server's own processes (checkpointer, background writer, walwriter, autovacuum of this
+//! database, io workers); other sessions active in this database are counted apart, with
+//! their share. An active row without a wait event counts as CPU.
+//!
+//! When the host's files are readable, each sample also reads /proc/<pid>/io of dbio's
+//! backends and of the io workers, enumerated afresh every sample (PostgreSQL 19 scales the
+//! pool during a run): a backend's last reading before it exits is its total.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use dbio_core::dbstats::{DbMetrics, WaitProfile, WaitRow};
@@ -14,17 +20,34 @@ use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::error::Result;
+use crate::host::{self, HostAccess, PidIo};
 
-const SAMPLE: &str = "SELECT backend_type = 'client backend' OR backend_type = 'background worker', \
-     coalesce(wait_event_type || ':' || wait_event, 'CPU') \
+const SAMPLE: &str = "SELECT pid, coalesce(backend_type, ''), coalesce(leader_pid, 0), \
+     coalesce(wait_event_type || ':' || wait_event, 'CPU'), coalesce(wait_event_type, ''), \
+     coalesce(application_name ~ '(^|/)dbio-(reader|writer)-[0-9]+$', false) \
      FROM pg_stat_activity \
      WHERE pid <> pg_backend_pid() AND ( \
-       (backend_type = 'client backend' AND state = 'active' AND datname = current_database() \
-          AND application_name ~ '(^|/)dbio-(reader|writer)-[0-9]+$') \
-       OR (backend_type = 'background worker' AND state = 'active' AND datname = current_database()) \
+       (backend_type IN ('client backend', 'background worker') AND state = 'active' \
+          AND datname = current_database()) \
+       OR backend_type = 'io worker' \
        OR (backend_type NOT IN ('client backend', 'background worker') \
           AND (datname IS NULL OR datname = current_database()) \
           AND wait_event_type IS DISTINCT FROM 'Activity'))";
+
+/// Does the sampler's role see every role's sessions and the server's processes?
+const SEES_ALL: &str = "SELECT rolsuper OR pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') \
+     FROM pg_roles WHERE rolname = current_user";
+
+/// Whose state a sample row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Who {
+    /// dbio's sessions (and their parallel workers).
+    Dbio,
+    /// The server's own processes.
+    Background,
+    /// Sessions of others active in this database.
+    Other,
+}
 
 /// What the sampler saw.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,10 +55,32 @@ pub struct Samples {
     pub period: Duration,
     pub samples: u64,
     pub elapsed: Duration,
-    /// (foreground?, event) -> samples that saw a session in it.
-    pub counts: BTreeMap<(bool, String), u64>,
+    /// (whose, event) -> samples that saw a process in it.
+    pub counts: BTreeMap<(Who, String), u64>,
     /// Sample queries that failed (counted, not fatal).
     pub errors: u64,
+    /// The role saw every role's sessions (pg_read_all_stats or superuser).
+    pub sees_all: bool,
+    /// "backend PID" or "application_name".
+    pub sessions_by: String,
+    /// read_bytes of dbio's backends and the io workers, first and last reading.
+    pub pid_io: PidIo,
+    /// Every io worker pid seen.
+    pub io_workers: BTreeSet<i32>,
+}
+
+/// How to tell dbio's sessions apart, and what else to read each sample.
+#[derive(Debug, Clone, Default)]
+pub struct SamplerOptions {
+    pub period: Duration,
+    /// The sessions' backend PIDs; empty: by application_name (`dbio-reader-<n>`).
+    pub session_pids: Vec<i32>,
+    /// The collector's own connection, never counted.
+    pub collector_pid: Option<i32>,
+    /// Read /proc/<pid>/io through this each sample.
+    pub host: Option<HostAccess>,
+    /// read_bytes at the window's start.
+    pub io_before: BTreeMap<i32, u64>,
 }
 
 pub struct Sampler {
@@ -44,11 +89,23 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Connects and starts sampling at once.
+    /// Connects and starts sampling at once; sessions told apart by application_name.
     pub async fn start(target: &Target, period: Duration) -> Result<Sampler> {
+        Self::start_with(
+            target,
+            SamplerOptions {
+                period,
+                ..SamplerOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Connects and starts sampling at once.
+    pub async fn start_with(target: &Target, opts: SamplerOptions) -> Result<Sampler> {
         let client = target.connect("dbio-sampler").await?;
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(sample_loop(client, period, rx));
+        let task = tokio::spawn(sample_loop(client, opts, rx));
         Ok(Sampler { stop, task })
     }
 
@@ -58,13 +115,58 @@ impl Sampler {
     }
 }
 
-async fn sample_loop(client: Client, period: Duration, mut stop: watch::Receiver<bool>) -> Samples {
+/// One row of a sample: pid, backend_type, leader_pid, event, event class, dbio's name.
+type Row = (i32, String, i32, String, String, bool);
+
+fn classify(row: &Row, opts: &SamplerOptions) -> Option<Who> {
+    let (pid, backend_type, leader, _, class, named) = row;
+    match backend_type.as_str() {
+        "client backend" | "background worker" => {
+            let ours = if opts.session_pids.is_empty() {
+                *named || backend_type == "background worker"
+            } else {
+                opts.session_pids.contains(pid) || opts.session_pids.contains(leader)
+            };
+            if ours {
+                Some(Who::Dbio)
+            } else if Some(*pid) == opts.collector_pid {
+                None
+            } else {
+                Some(Who::Other)
+            }
+        }
+        // An idle io worker waits in Activity:IoWorkerMain.
+        _ if class == "Activity" => None,
+        _ => Some(Who::Background),
+    }
+}
+
+async fn sample_loop(
+    client: Client,
+    opts: SamplerOptions,
+    mut stop: watch::Receiver<bool>,
+) -> Samples {
     let started = Instant::now();
+    let sees_all = match client.query_one(SEES_ALL, &[]).await {
+        Ok(r) => r
+            .try_get::<_, Option<bool>>(0)
+            .ok()
+            .flatten()
+            .unwrap_or(false),
+        Err(_) => false,
+    };
     let mut out = Samples {
-        period,
+        period: opts.period,
+        sees_all,
+        sessions_by: if opts.session_pids.is_empty() {
+            "application_name".into()
+        } else {
+            "backend PID".into()
+        },
         ..Samples::default()
     };
-    let mut ticker = tokio::time::interval(period);
+    out.pid_io.record(&opts.io_before);
+    let mut ticker = tokio::time::interval(opts.period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
@@ -76,44 +178,102 @@ async fn sample_loop(client: Client, period: Duration, mut stop: watch::Receiver
             r = client.query(SAMPLE, &[]) => r,
             _ = stop.wait_for(|s| *s) => break,
         };
-        match answer {
-            Ok(rows) => {
-                out.samples += 1;
-                for r in rows {
-                    let fg: bool = r.get(0);
-                    let event: String = r.get(1);
-                    *out.counts.entry((fg, event)).or_default() += 1;
-                }
+        let rows = match answer {
+            Ok(rows) => rows,
+            Err(_) => {
+                out.errors += 1;
+                continue;
             }
-            Err(_) => out.errors += 1,
+        };
+        out.samples += 1;
+        let mut workers = Vec::new();
+        for r in rows {
+            let row: Row = match (
+                r.try_get(0),
+                r.try_get(1),
+                r.try_get(2),
+                r.try_get(3),
+                r.try_get(4),
+                r.try_get(5),
+            ) {
+                (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f)) => (a, b, c, d, e, f),
+                _ => continue,
+            };
+            if row.1 == "io worker" {
+                workers.push(row.0);
+            }
+            if let Some(who) = classify(&row, &opts) {
+                *out.counts.entry((who, row.3.clone())).or_default() += 1;
+            }
         }
+        if let Some(access) = &opts.host {
+            let mut pids = opts.session_pids.clone();
+            pids.extend(&workers);
+            let readings = tokio::select! {
+                r = host::read_pid_io(&client, access, &pids) => r,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            out.pid_io.record(&readings);
+        }
+        out.io_workers.extend(workers);
     }
     out.elapsed = started.elapsed();
     out
 }
 
+/// The waits PostgreSQL 18+ times as read_time in pg_stat_io: a backend waiting for its own
+/// read (DataFileRead, the synchronous path) or for one in flight in an io worker or
+/// io_uring (bufmgr.c WaitReadBuffers; pg-aio-host-stats §1c-1d). With measured read times
+/// they are one row.
+const AIO_READ_WAITS: [&str; 3] = [
+    "IO:AioIoCompletion",
+    "IO:AioIoUringExecution",
+    "IO:AioIoUringSubmit",
+];
+
 /// The top-events tables: sampled time for every event (samples x achieved period), replaced
-/// by the database's own counts and times where it has them (pg-stats §7.5).
-pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> WaitProfile {
+/// by the database's own counts and times where it has them (pg-stats §7.5). % of DB time is
+/// over dbio's sessions only; `device_await_ms` (the device's r_await) goes beside the
+/// measured read row.
+pub fn wait_profile(
+    s: &Samples,
+    m: &DbMetrics,
+    window_s: f64,
+    major: i32,
+    device_await_ms: Option<f64>,
+) -> WaitProfile {
     let p = if s.samples > 0 {
         window_s / s.samples as f64
     } else {
         s.period.as_secs_f64()
     };
-    let sampled = |fg: bool| -> BTreeMap<String, u64> {
+    let sampled = |who: Who| -> BTreeMap<String, u64> {
         s.counts
             .iter()
-            .filter(|((f, _), _)| *f == fg)
+            .filter(|((w, _), _)| *w == who)
             .map(|((_, e), n)| (e.clone(), *n))
             .collect()
     };
-    let fg_samples = sampled(true);
+    let mut fg_samples = sampled(Who::Dbio);
+    let other_samples = sampled(Who::Other);
     let active: u64 = fg_samples.values().sum();
+    let others: u64 = other_samples.values().sum();
+    // pg_stat_database.active_time is the whole database's: it is dbio's DB time only when
+    // nothing else was active there (and the sampler could have seen it).
     let (db_time_s, db_time_source) = match m.db_time_s {
-        Some(t) => (t, "measured (pg_stat_database.active_time)".to_string()),
-        None => (
+        Some(t) if others == 0 && s.sees_all => {
+            (t, "measured (pg_stat_database.active_time)".to_string())
+        }
+        _ => (
             active as f64 * p,
-            "sampled (active dbio sessions x period)".to_string(),
+            format!(
+                "sampled (dbio's sessions by {} x period)",
+                if s.sessions_by.is_empty() {
+                    "backend PID"
+                } else {
+                    s.sessions_by.as_str()
+                }
+            ),
         ),
     };
     let c = |k: &str| m.counters.get(k).copied();
@@ -152,6 +312,21 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
         if waits <= 0.0 || time_ms <= 0.0 {
             continue;
         }
+        let read = event == "IO:DataFileRead";
+        let mut samples = fg_samples.get(event).copied().unwrap_or(0);
+        let mut note = None;
+        if read && major >= 18 {
+            // The same waits, sampled under their AIO names: one row, not two.
+            for aio in AIO_READ_WAITS {
+                samples += fg_samples.remove(aio).unwrap_or(0);
+            }
+            note = Some(
+                "PostgreSQL 18+: pg_stat_io read_time is time spent waiting for reads (IO:DataFileRead and \
+                 IO:AioIoCompletion / IO:AioIoUringExecution, counted once here), not device latency; \
+                 the device's own read wait is beside it"
+                    .to_string(),
+            );
+        }
         fg.push(WaitRow {
             event: event.to_string(),
             waits: Some(waits as u64),
@@ -159,7 +334,9 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
             avg_us: Some(1000.0 * time_ms / waits),
             pct_db_time: None,
             measured: true,
-            samples: fg_samples.get(event).copied().unwrap_or(0),
+            samples,
+            note,
+            device_await_ms: if read { device_await_ms } else { None },
         });
     }
     for (event, n) in fg_samples {
@@ -168,11 +345,15 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
         }
         fg.push(sampled_row(&event, n, p));
     }
-    let mut bg: Vec<WaitRow> = sampled(false)
+    let mut bg: Vec<WaitRow> = sampled(Who::Background)
         .into_iter()
         .map(|(e, n)| sampled_row(&e, n, p))
         .collect();
-    for rows in [&mut fg, &mut bg] {
+    let mut other: Vec<WaitRow> = other_samples
+        .into_iter()
+        .map(|(e, n)| sampled_row(&e, n, p))
+        .collect();
+    for rows in [&mut fg, &mut bg, &mut other] {
         for r in rows.iter_mut() {
             r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);
         }
@@ -186,6 +367,15 @@ pub fn wait_profile(s: &Samples, m: &DbMetrics, window_s: f64, major: i32) -> Wa
         db_time_source,
         foreground: fg,
         background: bg,
+        sessions_by: s.sessions_by.clone(),
+        other_sessions: other,
+        other_sessions_pct: (active + others > 0 && s.samples > 0)
+            .then(|| 100.0 * others as f64 / (active + others) as f64),
+        visibility_note: (!s.sees_all && s.samples > 0).then(|| {
+            "the sampler's role lacks pg_read_all_stats: it sees only its own role's sessions, so the server's \
+             processes (background table, io workers) and other roles' sessions are missing: GRANT pg_read_all_stats TO the role"
+                .to_string()
+        }),
     }
 }
 
@@ -198,6 +388,8 @@ fn sampled_row(event: &str, n: u64, period_s: f64) -> WaitRow {
         pct_db_time: None,
         measured: false,
         samples: n,
+        note: None,
+        device_await_ms: None,
     }
 }
 
@@ -212,11 +404,13 @@ mod tests {
             samples: 100,
             elapsed: Duration::from_secs(10),
             counts: BTreeMap::from([
-                ((true, "IO:DataFileRead".to_string()), 60),
-                ((true, "CPU".to_string()), 30),
-                ((false, "IO:DataFileWrite".to_string()), 5),
+                ((Who::Dbio, "IO:DataFileRead".to_string()), 60),
+                ((Who::Dbio, "CPU".to_string()), 30),
+                ((Who::Background, "IO:DataFileWrite".to_string()), 5),
             ]),
-            errors: 0,
+            sees_all: true,
+            sessions_by: "backend PID".into(),
+            ..Samples::default()
         };
         let mut m = DbMetrics {
             avg_read_latency_us: Some(250.0),
@@ -225,7 +419,7 @@ mod tests {
         };
         m.counters.insert("db.blks_read".into(), 40_000.0);
         m.counters.insert("db.blk_read_time".into(), 10_000.0);
-        let w = wait_profile(&s, &m, 10.0, 15);
+        let w = wait_profile(&s, &m, 10.0, 15, None);
         assert_eq!(w.db_time_s, 20.0);
         let top = &w.foreground[0];
         assert_eq!(top.event, "IO:DataFileRead");
@@ -237,5 +431,50 @@ mod tests {
         let cpu = w.foreground.iter().find(|r| r.event == "CPU").unwrap();
         assert!(!cpu.measured && (cpu.time_s - 3.0).abs() < 1e-9);
         assert_eq!(w.background[0].event, "IO:DataFileWrite");
+    }
+
+    // PostgreSQL 18, io_method=worker: the measured DataFileRead row (read_time is wait
+    // time) and the sampled AioIoCompletion of the same waits made 192% of DB time.
+    #[test]
+    fn pg18_aio_waits_are_counted_once_and_others_apart() {
+        let s = Samples {
+            period: Duration::from_millis(100),
+            samples: 100,
+            counts: BTreeMap::from([
+                ((Who::Dbio, "IO:AioIoCompletion".to_string()), 85),
+                ((Who::Dbio, "IO:DataFileRead".to_string()), 5),
+                ((Who::Dbio, "CPU".to_string()), 10),
+                ((Who::Background, "IO:DataFileRead".to_string()), 270),
+                ((Who::Other, "CPU".to_string()), 25),
+            ]),
+            sees_all: true,
+            sessions_by: "backend PID".into(),
+            ..Samples::default()
+        };
+        let mut m = DbMetrics {
+            avg_read_latency_us: Some(900.0),
+            db_time_s: Some(12.5),
+            ..DbMetrics::default()
+        };
+        m.counters.insert("io.fg_reads".into(), 10_000.0);
+        m.counters.insert("io.fg_read_time".into(), 9_000.0);
+        let w = wait_profile(&s, &m, 10.0, 18, Some(0.4));
+        // Another session was active: DB time is dbio's sampled time, not the database's.
+        assert!(
+            w.db_time_source.starts_with("sampled"),
+            "{}",
+            w.db_time_source
+        );
+        assert!((w.db_time_s - 10.0).abs() < 1e-9);
+        let read = &w.foreground[0];
+        assert_eq!((read.event.as_str(), read.samples), ("IO:DataFileRead", 90));
+        assert!(read.note.as_deref().unwrap_or("").contains("waiting"));
+        assert_eq!(read.device_await_ms, Some(0.4));
+        assert!(w.foreground.iter().all(|r| r.event != "IO:AioIoCompletion"));
+        let total: f64 = w.foreground.iter().filter_map(|r| r.pct_db_time).sum();
+        assert!(total <= 101.0, "{total}");
+        assert_eq!(w.background[0].event, "IO:DataFileRead");
+        assert_eq!(w.other_sessions_pct, Some(20.0));
+        assert!(w.visibility_note.is_none());
     }
 }

@@ -70,12 +70,22 @@ impl PgSession {
     pub fn tls(&self) -> Option<&Negotiated> {
         self.conn.tls()
     }
+
+    /// The session's backend process id (pg_backend_pid()).
+    pub fn backend_pid(&self) -> i32 {
+        self.conn.backend_pid()
+    }
 }
 
 impl PgLoopSession {
     /// The TLS protocol and cipher of the session's connection; None in plaintext.
     pub fn tls(&self) -> Option<&Negotiated> {
         self.conn.tls()
+    }
+
+    /// The session's backend process id (pg_backend_pid()).
+    pub fn backend_pid(&self) -> i32 {
+        self.conn.backend_pid()
     }
 }
 

@@ -387,6 +387,13 @@ pub const TABLESPACE_LOCATION: &str =
 /// Connections the role may still open: max_connections minus reserved and in-use slots.
 pub const FREE_CONNECTIONS: &str = "SELECT current_setting('max_connections')::int      - current_setting('superuser_reserved_connections')::int      - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int";
 
+/// Backends this role cannot see (no pg_read_all_stats): pg_stat_activity shows their rows
+/// with backend_type NULL. Those with a database are client backends or autovacuum workers
+/// of other roles; each may hold a connection slot, so the free-slot check counts them as
+/// used, not free.
+pub const INVISIBLE_BACKENDS: &str = "SELECT count(*)::int FROM pg_stat_activity \
+     WHERE backend_type IS NULL AND datid IS NOT NULL";
+
 /// EXPLAIN of the read with literal bounds, to see that the index is used.
 pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
     format!(
@@ -491,6 +498,67 @@ pub const LOCK_HOLDERS: &str = "SELECT l.pid, l.mode, l.granted, a.application_n
      WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
        AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.pid <> pg_backend_pid() \
      ORDER BY l.pid";
+
+// ---- Host figures (the server's own /proc through the connection) and rights ----
+
+/// One server file, whole (pg_read_file(text) reads to EOF, so /proc files of size 0 work:
+/// genfile.c read_binary_file). Needs superuser, or pg_read_server_files and EXECUTE on
+/// pg_read_file(text) (PostgreSQL 11+, commit e79350fef).
+pub const READ_SERVER_FILE: &str = "SELECT pg_read_file($1)";
+
+/// /proc/<pid>/io of each live pid of `$1` (a pid pg_stat_activity lists is a live backend
+/// or server process of this cluster).
+pub const READ_PID_IO: &str = "SELECT pid, pg_read_file('/proc/' || pid || '/io') \
+     FROM pg_stat_activity WHERE pid = ANY($1::int[])";
+
+/// The port and start time that postmaster.pid must name for the server to be this host's.
+pub const SERVER_IDENTITY: &str = "SELECT current_setting('port')::int, \
+     extract(epoch FROM pg_postmaster_start_time())::float8";
+
+/// Where each of the schemas' `cf1` really lives: its tablespace's location (NULL for
+/// pg_default, i.e. the data directory). reltablespace 0 is the database's default
+/// tablespace.
+pub const TABLE_LOCATIONS: &str = "SELECT n.nspname::text, \
+     CASE WHEN t.spcname IN ('pg_default', 'pg_global') THEN NULL \
+          ELSE nullif(pg_tablespace_location(t.oid), '') END \
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+     JOIN pg_tablespace t ON t.oid = CASE c.reltablespace WHEN 0 THEN \
+          (SELECT dattablespace FROM pg_database WHERE datname = current_database()) \
+          ELSE c.reltablespace END \
+     WHERE c.relname = 'cf1' AND c.relkind = 'r' AND n.nspname = ANY($1::text[]) \
+     ORDER BY 1";
+
+/// io workers (PostgreSQL 18+), enumerated afresh each time: 19 scales the pool during a run.
+pub const IO_WORKERS: &str =
+    "SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker' ORDER BY pid";
+
+/// The role's rights that decide which figures a run can have, one row:
+/// superuser, pg_read_all_stats, pg_read_all_settings, pg_read_server_files (each by
+/// privilege, so pg_monitor's members count), EXECUTE on pg_read_file(text),
+/// pg_checkpoint (15+, NULL before), track_io_timing, and SET on it (15+ GRANT SET ON
+/// PARAMETER; superusers may always).
+pub fn role_rights(major: i32) -> String {
+    let checkpoint = if major >= 15 {
+        "pg_has_role(current_user, 'pg_checkpoint', 'USAGE')"
+    } else {
+        "NULL::bool"
+    };
+    let set_timing = if major >= 15 {
+        "has_parameter_privilege('track_io_timing', 'SET')"
+    } else {
+        "NULL::bool"
+    };
+    format!(
+        "SELECT r.rolsuper, \
+         pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'), \
+         pg_has_role(current_user, 'pg_read_all_settings', 'USAGE'), \
+         pg_has_role(current_user, 'pg_read_server_files', 'USAGE'), \
+         has_function_privilege('pg_catalog.pg_read_file(text)', 'EXECUTE'), \
+         {checkpoint}, current_setting('track_io_timing') = 'on', {set_timing}, \
+         current_user::text \
+         FROM pg_roles r WHERE r.rolname = current_user"
+    )
+}
 
 #[cfg(test)]
 mod tests {

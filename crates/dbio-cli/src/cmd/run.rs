@@ -70,6 +70,14 @@ impl Opened {
         }
     }
 
+    /// The sessions' backend PIDs, by which the collector tells them apart.
+    fn backend_pids(&self) -> Vec<i32> {
+        match self {
+            Opened::Client(s) => s.iter().map(|(_, s)| s.backend_pid()).collect(),
+            Opened::Server(s) => s.iter().map(|(_, s)| s.backend_pid()).collect(),
+        }
+    }
+
     /// TLS on the sessions' connections, for the result.
     fn tls(&self) -> SessionTls {
         fn pair(t: Option<&Negotiated>) -> Option<(&str, &str)> {
@@ -177,6 +185,7 @@ pub async fn run_benchmark(
                 drop_caches: config.collector.drop_caches,
                 direct_io: pre.direct_io,
                 sample_period: config.collector.sample_period.0,
+                backend_pids: opened.backend_pids(),
             },
         ),
         "run",
@@ -208,10 +217,11 @@ pub async fn run_benchmark(
             .await
         }
     };
-    let measured_s = outcome.measured_s;
+    // The database's counters cover the window until the last session stopped.
+    let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
     let collected = tokio::select! {
-        c = collector.end(measured_s) => c,
+        c = collector.end(db_window_s) => c,
         by = interrupts().reached(2) => Collected::skipped(format!(
             "database statistics were not collected: {by} a second time ended the run at once"
         )),
@@ -235,7 +245,7 @@ pub async fn run_benchmark(
     let calibration_compare = calibration.as_ref().and_then(|(file, c)| {
         super::calibrate::compare_at(file, c, r.readers.max(1), db_read_iops, db_latency)
     });
-    let result = RunResult::build(
+    let mut result = RunResult::build(
         RunContext {
             config: recorded,
             environment: pre.environment,
@@ -248,6 +258,8 @@ pub async fn run_benchmark(
         window,
         outcome,
     );
+    result.host = collected.host;
+    result.missing_rights = collected.missing_rights;
     publish(&result, &out_dir, output)?;
     Ok(result)
 }

@@ -199,6 +199,12 @@ pub(super) fn session_loop<S: Session>(
             continue;
         };
         let k = done.kind.index();
+        if timeline.end.is_some_and(|end| done.t1 > end) {
+            // In flight at the window's end (cancelled there, or it finished late): neither
+            // an operation of the window nor an error.
+            outcome.past_window[k] += 1;
+            break;
+        }
         match done.result {
             Ok(rows) => {
                 let us = (done.t1 - done.t0).as_micros() as u64;
@@ -235,6 +241,7 @@ pub(super) fn session_loop<S: Session>(
     outcome.start = first_start.map(|t| timeline.utc(t));
     outcome.end = last_end.map(|t| timeline.utc(t));
     outcome.last_end_at = last_end;
+    outcome.returned_at = Some(Instant::now());
     outcome.histograms = Some(hist);
     outcome
 }

@@ -46,6 +46,8 @@ pub(super) struct Board {
     pub(super) go: Option<Instant>,
     pub(super) window: Option<Timeline>,
     pub(super) stopped: bool,
+    /// The window's time is up: no session starts another operation or think time.
+    pub(super) closed: bool,
 }
 
 impl Shared {
@@ -83,6 +85,11 @@ impl Shared {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// The window's time is up: sessions in a think time wake and end.
+    pub(super) fn close(&self) {
+        self.post(|b| b.closed = true);
+    }
+
     /// Changes the board and wakes every waiting session.
     pub(super) fn post(&self, f: impl FnOnce(&mut Board)) {
         if let Ok(mut b) = self.board.lock() {
@@ -105,13 +112,17 @@ impl Shared {
         }
     }
 
-    /// Sleeps for `pause` unless the run stops first; false when it stopped.
+    /// Sleeps for `pause` unless the run stops or the window closes first; false when it
+    /// did (a think time never carries a session past the window's end).
     pub(super) fn pause(&self, pause: Duration) -> bool {
         let Ok(b) = self.board.lock() else {
             return false;
         };
-        match self.board_cv.wait_timeout_while(b, pause, |b| !b.stopped) {
-            Ok((b, _)) => !b.stopped,
+        match self
+            .board_cv
+            .wait_timeout_while(b, pause, |b| !b.stopped && !b.closed)
+        {
+            Ok((b, _)) => !b.stopped && !b.closed,
             Err(_) => false,
         }
     }
@@ -302,8 +313,19 @@ where
     let mut progress_acc = ProgressAcc::default();
     let mut next_progress = measure_from + cfg.progress;
     let mut next_tick = measure_from + cfg.interval;
+    // The window's end: every statement still in flight is cancelled, so what is counted is
+    // what completed inside the window, and a lock wait or a slow read cannot stretch it.
+    let mut close_at = timeline.end;
     loop {
         tokio::select! {
+            _ = sleep_until_opt(close_at) => {
+                close_at = None;
+                shared.close();
+                cancel_all(&cancellers);
+                if let Some(end) = timeline.end {
+                    stragglers.ending(end + END_SLACK);
+                }
+            }
             done = done_rx.recv() => {
                 match done {
                     Some(mut outcome) => {
@@ -368,6 +390,7 @@ where
         }
     }
     let sessions_lost = stragglers.finish(&mut outcomes, &shared);
+    let last_stop = outcomes.iter().filter_map(|o| o.returned_at).max();
     let end_instant = match (timeline.end, stopped_at) {
         (_, Some(s)) => s,
         (Some(end), None) => end,
@@ -391,12 +414,18 @@ where
     let histograms = merge_histograms(&mut outcomes);
     let (status, error) = shared.status();
     let measured_s = (end_instant - measure_from).as_secs_f64();
+    // The database's counters run until the last session has stopped (its statement
+    // cancelled): that, not the nominal window, is the interval its rates divide by.
+    let db_window_s = last_stop
+        .map(|t| t.max(end_instant))
+        .map_or(measured_s, |t| (t - measure_from).as_secs_f64());
     DriveOutcome {
         status,
         error,
         start: timeline.utc(measure_from),
         end: timeline.utc(end_instant),
         measured_s,
+        db_window_s,
         warmup_s: cfg.warmup.as_secs_f64(),
         sessions: outcomes,
         histograms,

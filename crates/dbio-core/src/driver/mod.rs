@@ -426,4 +426,119 @@ mod tests {
             "nothing measured"
         );
     }
+
+    /// Answers `answers` operations, then blocks (a lock wait) until its statement is
+    /// cancelled, and answers the cancel as PostgreSQL does: an error, not fatal.
+    struct LockedSession {
+        answers: u64,
+        done: u64,
+        cancelled: Arc<(Mutex<bool>, Condvar)>,
+    }
+
+    impl Session for LockedSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            self.done += 1;
+            if self.done <= self.answers {
+                std::thread::sleep(Duration::from_millis(1));
+                return Ok((hi - lo + 1) as u64);
+            }
+            let (lock, cv) = &*self.cancelled;
+            let mut c = lock.lock().unwrap();
+            while !*c {
+                c = cv.wait(c).unwrap();
+            }
+            *c = false;
+            Err(OpError {
+                message: "canceling statement due to user request".into(),
+                fatal: false,
+            })
+        }
+        fn update(&mut self, lo: i64, hi: i64, _: &str) -> Result<u64, OpError> {
+            self.read(lo, hi)
+        }
+        fn canceller(&self) -> Canceller {
+            let c = Arc::clone(&self.cancelled);
+            Arc::new(move || {
+                *c.0.lock().unwrap() = true;
+                c.1.notify_all();
+            })
+        }
+        fn flush_stats(&mut self) {}
+    }
+
+    // A 5 s run during a 20 s lock wait took 22 s, reported 5 s measured and counted the
+    // read that ended 17 s after the window.
+    #[tokio::test]
+    async fn an_operation_in_flight_at_the_window_end_is_cancelled_and_not_counted() {
+        let sessions: Vec<(SessionSpec, LockedSession)> =
+            session_specs(2, 0, &["s1".into()], false)
+                .into_iter()
+                .map(|s| {
+                    let answers = if s.index == 0 { u64::MAX } else { 5 };
+                    (
+                        s,
+                        LockedSession {
+                            answers,
+                            done: 0,
+                            cancelled: Arc::new((Mutex::new(false), Condvar::new())),
+                        },
+                    )
+                })
+                .collect();
+        let started = Instant::now();
+        let out = drive(
+            sessions,
+            &cfg(WindowSpec::Time(Duration::from_millis(400)), 0),
+            Interrupts::never(),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        assert!((out.measured_s - 0.4).abs() < 1e-6, "{}", out.measured_s);
+        assert!(out.db_window_s >= out.measured_s);
+        let locked = &out.sessions[1];
+        assert_eq!(
+            locked.ops[0], 5,
+            "only the reads that completed inside the window"
+        );
+        assert_eq!(locked.past_window[0], 1, "the blocked read is excluded");
+        assert_eq!(
+            locked.errors[0], 0,
+            "a cancel at the window's end is not an error"
+        );
+        assert_eq!(locked.ended_by, "window");
+        let counted: u64 = out.sessions.iter().map(|s| s.ops[0]).sum();
+        assert_eq!(out.histograms[0].len(), counted);
+    }
+
+    // A think time of 30 s with a 2 s window counted a read that ended 28 s after it.
+    #[tokio::test]
+    async fn a_think_time_never_carries_a_session_past_the_window() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(300)), 0);
+        c.workload.think_frequency = 1;
+        c.workload.think_min = Duration::from_secs(30);
+        c.workload.think_max = Duration::from_secs(30);
+        let started = Instant::now();
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!(
+                s.ops,
+                [0, 0],
+                "every operation would have started after the window"
+            );
+        }
+        assert!(out.db_window_s < 5.0, "{}", out.db_window_s);
+    }
 }

@@ -48,6 +48,10 @@ pub struct SessionOutcome {
     pub end: Option<DateTime<Utc>>,
     /// Measured operations per kind (read, update), errors excluded.
     pub ops: [u64; 2],
+    /// Operations in flight when the window ended (cancelled there, or completed after it),
+    /// per kind: not counted anywhere.
+    #[serde(default)]
+    pub past_window: [u64; 2],
     pub errors: [u64; 2],
     pub rows: [u64; 2],
     pub first_error: Option<SessionError>,
@@ -59,6 +63,9 @@ pub struct SessionOutcome {
     pub histograms: Option<Box<SessionHistograms>>,
     #[serde(skip)]
     pub(super) last_end_at: Option<Instant>,
+    /// When the session's loop returned (its last statement ended or was cancelled).
+    #[serde(skip)]
+    pub(super) returned_at: Option<Instant>,
 }
 
 impl SessionOutcome {
@@ -68,12 +75,14 @@ impl SessionOutcome {
             start: None,
             end: None,
             ops: [0; 2],
+            past_window: [0; 2],
             errors: [0; 2],
             rows: [0; 2],
             first_error: None,
             ended_by: "window".into(),
             histograms: None,
             last_end_at: None,
+            returned_at: None,
         }
     }
 }
@@ -134,7 +143,11 @@ pub struct DriveOutcome {
     pub error: Option<String>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// The client's window: operations counted are those that completed inside it.
     pub measured_s: f64,
+    /// From the window's start until the last session had stopped: the interval the
+    /// database's counters cover (the "after" snapshot is taken then), at least `measured_s`.
+    pub db_window_s: f64,
     pub warmup_s: f64,
     pub sessions: Vec<SessionOutcome>,
     /// Merged over sessions: read, update.

@@ -208,12 +208,15 @@ where
     let client_cpu = cpu_since(cpu_start);
     let histograms = merge_histograms(&mut outcomes);
     let (status, error) = shared.status();
+    let measured_s = (end_instant - measure_from).as_secs_f64();
     DriveOutcome {
         status,
         error,
         start: timeline.utc(measure_from),
         end: timeline.utc(end_instant),
-        measured_s: (end_instant - measure_from).as_secs_f64(),
+        measured_s,
+        // The loops end on the server's own clock; their window is the database's.
+        db_window_s: measured_s,
         warmup_s: 0.0,
         sessions: outcomes,
         histograms,

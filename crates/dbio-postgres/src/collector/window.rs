@@ -1,10 +1,19 @@
 //! The collector around one run window: what it reads before the window opens and after it
 //! closes, and what it hands back (`Collected`).
+//!
+//! Host figures (device, the backends' physical reads, RAM, CPU) are read where the server
+//! runs: through the connection when the role may read server files, else from this host's
+//! /proc when the server is proven to run here (`host::proven_local`), else not at all, with
+//! the GRANT that would give them (`rights`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dbio_core::dbstats::{DbMetrics, DeviceMetrics, WaitProfile, cache_warnings};
+use dbio_core::dbstats::{
+    DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
+    host_cache_warnings,
+};
 use dbio_core::device::{self, Device, DiskCounters};
 use tokio_postgres::Client;
 
@@ -12,7 +21,10 @@ use super::metrics::{IoTiming, metrics, warnings};
 use super::snapshot::{Snapshot, pgss_available, take_snapshot};
 use crate::conn::Target;
 use crate::error::Result;
-use crate::sampler::{self, Sampler};
+use crate::host::{self, CpuTicks, HostAccess};
+use crate::rights::RoleRights;
+use crate::sampler::{self, Sampler, SamplerOptions};
+use crate::sql;
 
 /// What the collector gathered around one window.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +32,10 @@ pub struct Collected {
     pub db: Option<DbMetrics>,
     pub waits: Option<WaitProfile>,
     pub device: Option<DeviceMetrics>,
+    /// The database host's own figures, when they could be read.
+    pub host: Option<HostMetrics>,
+    /// Figures missing for want of a right, with the GRANT for each.
+    pub missing_rights: Vec<MissingRight>,
     pub warnings: Vec<String>,
 }
 
@@ -37,9 +53,24 @@ impl Collected {
 /// answering must not keep the result from being written.
 const AFTER_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The device under the data set's tables.
+struct Measured {
+    device: Device,
+    path: PathBuf,
+    tables: Vec<String>,
+}
+
+/// Readings at the window's start.
+struct Started {
+    snapshot: Snapshot,
+    disk: Option<DiskCounters>,
+    cpu: Option<CpuTicks>,
+    sampler: Sampler,
+}
+
 /// The collector around one run window: `begin` just before the window opens (drop caches,
-/// "before" snapshot, device counters, sampler), `end` after the sessions have flushed or
-/// disconnected.
+/// "before" snapshot, device and host counters, sampler), `end` after the sessions have
+/// flushed or disconnected.
 pub struct WindowCollector {
     target: Target,
     client: Client,
@@ -47,13 +78,17 @@ pub struct WindowCollector {
     block_size: u64,
     schemas: Vec<String>,
     timing: IoTiming,
-    /// The device under the data and the path it was found from, for a local server.
-    device: Option<(Device, PathBuf)>,
+    /// Where host files are read, when they may be.
+    access: Option<HostAccess>,
+    device: Option<Measured>,
     drop_caches: bool,
     cache_control: String,
     sample_period: Duration,
-    started: Option<(Snapshot, Option<DiskCounters>, Sampler)>,
+    backend_pids: Vec<i32>,
+    collector_pid: Option<i32>,
+    started: Option<Started>,
     notes: Vec<String>,
+    missing_rights: Vec<MissingRight>,
     /// pg_stat_statements can be read (installed and preloaded).
     pgss: bool,
 }
@@ -69,6 +104,9 @@ pub struct CollectorOptions {
     /// The server reads with O_DIRECT (debug_io_direct includes `data`).
     pub direct_io: bool,
     pub sample_period: Duration,
+    /// The measured sessions' backend PIDs (from each connection's BackendKeyData), so that
+    /// the sampler tells them apart from every other session; empty: by application_name.
+    pub backend_pids: Vec<i32>,
 }
 
 impl WindowCollector {
@@ -76,33 +114,21 @@ impl WindowCollector {
         let client = target.connect("dbio-collector").await?;
         let mut notes = Vec::new();
         let pgss = pgss_available(&client, opts.major).await;
-        let device = if !target.is_local() {
-            notes.push(
-                "device statistics need the server on this host; the target is remote".to_string(),
-            );
-            None
-        } else {
-            match &opts.data_path {
-                None => {
-                    notes.push(
-                        "device statistics need the data directory's path, which this role may not read: \
-                         GRANT pg_read_all_settings to it"
-                            .to_string(),
-                    );
-                    None
-                }
-                Some(path) => match device::device_for_path(path) {
-                    Some(d) => Some((d, path.clone())),
-                    None => {
-                        notes.push(format!(
-                            "{} is not on a block device listed in /proc/diskstats (tmpfs or overlay?): no device statistics",
-                            path.display()
-                        ));
-                        None
-                    }
-                },
-            }
-        };
+        let collector_pid = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .ok()
+            .and_then(|r| r.try_get::<_, i32>(0).ok());
+        let rights = RoleRights::read(&client, opts.major).await.ok();
+        let missing_rights = rights.as_ref().map(RoleRights::missing).unwrap_or_default();
+        let data_dir: Option<PathBuf> = client
+            .query_opt(sql::DATA_DIRECTORY, &[])
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| r.try_get::<_, Option<String>>(0).ok().flatten())
+            .map(PathBuf::from);
+        let (access, device) = locate(&client, &opts, rights.as_ref(), data_dir, &mut notes).await;
         let cache_control = if opts.drop_caches {
             "dropped page cache".to_string()
         } else if opts.direct_io {
@@ -117,14 +143,45 @@ impl WindowCollector {
             block_size: opts.block_size,
             schemas: opts.schemas,
             timing: opts.timing,
+            access,
             device,
             drop_caches: opts.drop_caches,
             cache_control,
             sample_period: opts.sample_period,
+            backend_pids: opts.backend_pids,
+            collector_pid,
             started: None,
             notes,
+            missing_rights,
             pgss,
         })
+    }
+
+    /// The figures this run cannot have for want of a right.
+    pub fn missing_rights(&self) -> &[MissingRight] {
+        &self.missing_rights
+    }
+
+    async fn read_disk(&self) -> Option<DiskCounters> {
+        let (access, m) = (self.access.as_ref()?, self.device.as_ref()?);
+        let text = access.read(&self.client, "/proc/diskstats").await.ok()?;
+        device::counters_in(&text, &m.device)
+    }
+
+    async fn read_cpu(&self) -> Option<CpuTicks> {
+        let access = self.access.as_ref()?;
+        let text = access.read(&self.client, "/proc/stat").await.ok()?;
+        host::parse_cpu(&text)
+    }
+
+    /// read_bytes of the sessions' backends and the io workers now.
+    async fn read_io(&self) -> BTreeMap<i32, u64> {
+        let Some(access) = &self.access else {
+            return BTreeMap::new();
+        };
+        let mut pids = self.backend_pids.clone();
+        pids.extend(host::io_worker_pids(&self.client, self.major).await);
+        host::read_pid_io(&self.client, access, &pids).await
     }
 
     /// Just before the window: the error text fails the run before anything is measured.
@@ -132,17 +189,30 @@ impl WindowCollector {
         if self.drop_caches {
             device::drop_page_cache()?;
         }
-        let snap = take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
+        let snapshot = take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
             .await
             .map_err(|e| e.to_string())?;
-        let disk = self
-            .device
-            .as_ref()
-            .and_then(|(d, _)| device::read_counters(d));
-        let sampler = Sampler::start(&self.target, self.sample_period)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.started = Some((snap, disk, sampler));
+        let disk = self.read_disk().await;
+        let cpu = self.read_cpu().await;
+        let io_before = self.read_io().await;
+        let sampler = Sampler::start_with(
+            &self.target,
+            SamplerOptions {
+                period: self.sample_period,
+                session_pids: self.backend_pids.clone(),
+                collector_pid: self.collector_pid,
+                host: self.access.clone(),
+                io_before,
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        self.started = Some(Started {
+            snapshot,
+            disk,
+            cpu,
+            sampler,
+        });
         Ok(())
     }
 
@@ -152,9 +222,10 @@ impl WindowCollector {
     pub async fn end(mut self, window_s: f64) -> Collected {
         let mut out = Collected {
             warnings: self.notes.clone(),
+            missing_rights: self.missing_rights.clone(),
             ..Collected::default()
         };
-        let Some((before, disk_before, sampler)) = self.started.take() else {
+        let Some(started) = self.started.take() else {
             out.warnings.push(
                 "database statistics were not collected: the run stopped before its window opened"
                     .into(),
@@ -166,17 +237,36 @@ impl WindowCollector {
             // collector, which writes them at most every 500 ms.
             tokio::time::sleep(Duration::from_millis(1200)).await;
         }
-        let samples = sampler.stop().await;
-        let disk_after = self
-            .device
-            .as_ref()
-            .and_then(|(d, _)| device::read_counters(d));
-        let after = match tokio::time::timeout(
-            AFTER_SNAPSHOT_TIMEOUT,
-            self.after_snapshot(&mut out),
+        let mut samples = started.sampler.stop().await;
+        // One deadline for every read after the window: a server that stopped answering
+        // must not keep the result from being written.
+        let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
+        let host_reads = async {
+            let disk = self.read_disk().await;
+            let cpu = self.read_cpu().await;
+            let io = self.read_io().await;
+            let meminfo = match &self.access {
+                Some(a) => a.read(&self.client, "/proc/meminfo").await.ok(),
+                None => None,
+            };
+            (disk, cpu, io, meminfo)
+        };
+        let (disk_after, cpu_after, io_after, meminfo) = match tokio::time::timeout_at(
+            deadline, host_reads,
         )
         .await
         {
+            Ok(r) => r,
+            Err(_) => {
+                out.warnings.push(format!(
+                        "device and host figures are null: the server did not answer their reading within {} s",
+                        AFTER_SNAPSHOT_TIMEOUT.as_secs()
+                    ));
+                (None, None, BTreeMap::new(), None)
+            }
+        };
+        samples.pid_io.record(&io_after);
+        let after = match tokio::time::timeout_at(deadline, self.after_snapshot(&mut out)).await {
             Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => {
                 out.warnings.push(format!(
@@ -193,48 +283,89 @@ impl WindowCollector {
                 None
             }
         };
-        let Some(after) = after else {
-            if let (Some((dev, path)), Some(b), Some(a)) = (&self.device, disk_before, disk_after) {
-                out.device = Some(device::device_metrics(
-                    dev,
-                    path,
-                    b,
-                    a,
-                    window_s,
-                    None,
-                    &self.cache_control,
-                ));
-            }
-            let sampled_only = DbMetrics::default();
-            out.waits = Some(sampler::wait_profile(
-                &samples,
-                &sampled_only,
+        let m = after.map(|after| {
+            metrics(
+                &started.snapshot,
+                &after,
                 window_s,
-                self.major,
-            ));
-            return out;
-        };
-        let m = metrics(
-            &before,
-            &after,
-            window_s,
-            self.block_size,
-            self.timing,
-            &self.target.user,
-        );
-        out.warnings.extend(warnings(&m));
-        if let (Some((dev, path)), Some(b), Some(a)) = (&self.device, disk_before, disk_after) {
-            out.device = Some(device::device_metrics(
-                dev,
-                path,
+                self.block_size,
+                self.timing,
+                &self.target.user,
+            )
+        });
+        if let (Some(d), Some(b), Some(a)) = (&self.device, started.disk, disk_after) {
+            let mut dm = device::device_metrics(
+                &d.device,
+                &d.path,
                 b,
                 a,
                 window_s,
-                Some(m.read_iops * window_s),
+                m.as_ref().map(|m| m.read_iops * window_s),
                 &self.cache_control,
-            ));
+            );
+            dm.source = self.access.as_ref().map(HostAccess::source);
+            dm.tables = d.tables.clone();
+            out.device = Some(dm);
         }
-        out.warnings.extend(cache_warnings(&m, out.device.as_ref()));
+        if let Some(access) = &self.access {
+            let mut h = HostMetrics {
+                source: access.source(),
+                seconds: window_s,
+                ..HostMetrics::default()
+            };
+            let (sessions, n) = samples.pid_io.delta(Some(&self.backend_pids));
+            if self.backend_pids.is_empty() || n == 0 {
+                h.notes.push(
+                    "the sessions' backends could not be read (/proc/<pid>/io): no physical-read figure"
+                        .into(),
+                );
+            } else {
+                h.session_read_bytes = Some(sessions);
+                h.backends_read = n;
+            }
+            let workers: Vec<i32> = samples.io_workers.iter().copied().collect();
+            if !workers.is_empty() {
+                let (bytes, n) = samples.pid_io.delta(Some(&workers));
+                h.io_worker_read_bytes = Some(bytes);
+                h.backends_read += n;
+                h.notes.push(format!(
+                    "{} io worker(s) read for every backend of the server, not only dbio's (io_method=worker)",
+                    workers.len()
+                ));
+            } else if self.major >= 18 {
+                h.notes.push(
+                    "no io worker was seen (io_method is not worker, or the role may not see them: pg_read_all_stats)"
+                        .into(),
+                );
+            }
+            if let Some(bytes) = h.session_read_bytes {
+                let total = bytes + h.io_worker_read_bytes.unwrap_or(0);
+                let blocks = total as f64 / self.block_size.max(1) as f64;
+                h.physical_blocks_per_s = (window_s > 0.0).then(|| blocks / window_s);
+                h.physical_read_ratio = m
+                    .as_ref()
+                    .map(|m| m.read_blocks_per_s * window_s)
+                    .filter(|r| *r > 0.0)
+                    .map(|r| blocks / r);
+            }
+            if let Some(text) = &meminfo {
+                (h.mem_total_bytes, h.mem_available_bytes, h.page_cache_bytes) =
+                    host::parse_meminfo(text);
+            }
+            if let Some([u, s, w, i]) = started
+                .cpu
+                .zip(cpu_after)
+                .and_then(|(a, b)| host::cpu_pct(a, b))
+            {
+                (
+                    h.cpu_user_pct,
+                    h.cpu_system_pct,
+                    h.cpu_iowait_pct,
+                    h.cpu_idle_pct,
+                ) = (Some(u), Some(s), Some(w), Some(i));
+            }
+            out.host = Some(h);
+        }
         if samples.errors > 0 {
             out.warnings.push(format!(
                 "{} wait samples failed (of {})",
@@ -242,7 +373,25 @@ impl WindowCollector {
                 samples.errors + samples.samples
             ));
         }
-        out.waits = Some(sampler::wait_profile(&samples, &m, window_s, self.major));
+        let await_ms = out.device.as_ref().and_then(|d| d.avg_read_wait_ms);
+        let Some(m) = m else {
+            let sampled_only = DbMetrics::default();
+            out.waits = Some(sampler::wait_profile(
+                &samples,
+                &sampled_only,
+                window_s,
+                self.major,
+                await_ms,
+            ));
+            return out;
+        };
+        out.warnings.extend(warnings(&m));
+        out.warnings.extend(cache_warnings(&m, out.device.as_ref()));
+        out.warnings
+            .extend(host_cache_warnings(&m, out.host.as_ref()));
+        out.waits = Some(sampler::wait_profile(
+            &samples, &m, window_s, self.major, await_ms,
+        ));
         out.db = Some(m);
         out
     }
@@ -266,4 +415,103 @@ impl WindowCollector {
         );
         take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await
     }
+}
+
+/// Where host files can be read, and the device under the data set's tables. Each figure
+/// that cannot be had leaves a note saying why.
+async fn locate(
+    client: &Client,
+    opts: &CollectorOptions,
+    rights: Option<&RoleRights>,
+    data_dir: Option<PathBuf>,
+    notes: &mut Vec<String>,
+) -> (Option<HostAccess>, Option<Measured>) {
+    let may_read = rights.is_some_and(RoleRights::reads_server_files);
+    let mut why_not = Vec::new();
+    let mut access = None;
+    if may_read {
+        match host::server_files_readable(client).await {
+            Ok(()) => access = Some(HostAccess::Server),
+            Err(e) => why_not.push(format!("the server's files could not be read ({e})")),
+        }
+    } else {
+        why_not.push(
+            "the role may not read the server's files (pg_read_server_files and EXECUTE on pg_read_file)"
+                .to_string(),
+        );
+    }
+    if access.is_none() {
+        match &data_dir {
+            Some(dir) => match host::proven_local(client, dir).await {
+                Ok(proof) => access = Some(HostAccess::Local { proof }),
+                Err(e) => why_not.push(format!("the server is not proven to run on this host: {e}")),
+            },
+            None => why_not.push(
+                "the server is not proven to run on this host: the role may not read data_directory (pg_read_all_settings)"
+                    .to_string(),
+            ),
+        }
+    }
+    let Some(access) = access else {
+        notes.push(format!(
+            "device and host figures (device IOPS, await, queue depth; the backends' physical reads; the server's RAM and CPU) \
+             are null: {}. See missing_rights for the GRANT",
+            why_not.join("; ")
+        ));
+        return (None, None);
+    };
+    let tables = match host::table_locations(client, &opts.schemas, data_dir.as_deref()).await {
+        Ok(t) => t,
+        Err(e) => {
+            notes.push(format!(
+                "device figures are null: the tables' locations could not be read: {e}"
+            ));
+            return (Some(access), None);
+        }
+    };
+    // The data set's tables by directory; the device of the first table's directory is
+    // measured, and tables elsewhere are named.
+    let dir = tables
+        .iter()
+        .find_map(|(_, d)| d.clone())
+        .or_else(|| opts.data_path.clone());
+    let Some(dir) = dir else {
+        notes.push(
+            "device figures are null: the data directory's path is hidden from this role: GRANT pg_read_all_settings to it"
+                .to_string(),
+        );
+        return (Some(access), None);
+    };
+    let device = match host::device_under(client, &access, &dir).await {
+        Ok(d) => d,
+        Err(e) => {
+            notes.push(format!("device figures are null: {e}"));
+            return (Some(access), None);
+        }
+    };
+    let mut on = Vec::new();
+    let mut elsewhere = Vec::new();
+    for (table, d) in &tables {
+        match d {
+            Some(d) if *d == dir => on.push(table.clone()),
+            Some(d) => elsewhere.push(format!("{table} ({})", d.display())),
+            None => elsewhere.push(format!("{table} (location hidden)")),
+        }
+    }
+    if !elsewhere.is_empty() {
+        notes.push(format!(
+            "the device figures are {}'s under {}; these tables live elsewhere and are not in them: {}",
+            device.name,
+            dir.display(),
+            elsewhere.join(", ")
+        ));
+    }
+    (
+        Some(access),
+        Some(Measured {
+            device,
+            path: dir,
+            tables: on,
+        }),
+    )
 }

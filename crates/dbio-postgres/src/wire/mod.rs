@@ -233,6 +233,12 @@ impl WireConn {
         Ok(Some((sock.tcp_keepalive_time()?, sock.tcp_user_timeout()?)))
     }
 
+    /// The server process serving this connection (BackendKeyData): what the collector tells
+    /// dbio's sessions apart by.
+    pub fn backend_pid(&self) -> i32 {
+        self.cancel.pid
+    }
+
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
     }

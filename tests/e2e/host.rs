@@ -1,0 +1,541 @@
+//! The database host's own figures (issue 15): a server that dbio cannot see from this host
+//! (its own mount namespace on its own loop device: a container or another host, seen from
+//! the client) measured through the connection; the backends' physical reads against the
+//! device, cold and warm; waits counted once on PostgreSQL 18; a least-privilege role.
+
+use std::path::Path;
+use std::process::Command;
+
+use dbio_tests::{
+    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, require_root,
+    stdout,
+};
+use serde_json::Value;
+
+/// reads completed and sectors read of one device in this host's /proc/diskstats.
+fn diskstats(name: &str) -> (f64, f64) {
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(2) == Some(&name) {
+            return (f[3].parse().unwrap(), f[5].parse().unwrap());
+        }
+    }
+    panic!("{name} is not in /proc/diskstats");
+}
+
+fn run_cmd(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A PostgreSQL server whose data directory is on a loop device mounted only inside its own
+/// mount namespace: this host cannot see its files, as with a container or a remote host.
+struct NamespacedServer {
+    dir: tempfile::TempDir,
+    loop_dev: String,
+    dsn: String,
+    postmaster: Option<i32>,
+}
+
+impl NamespacedServer {
+    fn start() -> NamespacedServer {
+        let dir = tempfile::Builder::new()
+            .prefix("dbio-ns-")
+            .tempdir()
+            .unwrap();
+        let img = dir.path().join("disk.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(400 << 20)
+            .unwrap();
+        let loop_dev = run_cmd(Command::new("losetup").args(["-f", "--show"]).arg(&img))
+            .trim()
+            .to_string();
+        let mut server = NamespacedServer {
+            loop_dev,
+            dsn: String::new(),
+            postmaster: None,
+            dir,
+        };
+        run_cmd(Command::new("mkfs.ext4").args(["-q", "-F", &server.loop_dev]));
+        let mnt = server.dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let script = format!(
+            "mount {dev} {mnt} && chmod 777 {mnt} && exec {dbio} scratch start --dir {mnt}/pg --shared-buffers 16MB",
+            dev = server.loop_dev,
+            mnt = mnt.display(),
+            dbio = dbio_bin().display()
+        );
+        let out = run_cmd(
+            Command::new("unshare")
+                .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(&script),
+        );
+        server.dsn = out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("dsn:"))
+            .unwrap_or_else(|| panic!("no dsn in {out}"))
+            .trim()
+            .to_string();
+        assert!(
+            !mnt.join("pg").exists(),
+            "the data directory must be invisible from this host's mount namespace"
+        );
+        server
+    }
+
+    fn name(&self) -> &str {
+        self.loop_dev.trim_start_matches("/dev/")
+    }
+
+    fn run(&self, out: &Path, extra: &[&str]) -> Value {
+        let mut args = vec![
+            "run",
+            "--dsn",
+            &self.dsn,
+            "--schemas",
+            "2",
+            "--scale",
+            "4000blocks",
+            "--readers",
+            "2",
+            "--run-time",
+            "3s",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        assert_exit(&dbio(&args), 0);
+        let r = read_result(out);
+        assert_valid_result(&r);
+        r
+    }
+}
+
+impl Drop for NamespacedServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.postmaster {
+            // Fast shutdown; the namespace, its mount and the loop device's use end with it.
+            // SAFETY: kill(2) on the postmaster this test started.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+            for _ in 0..100 {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        let _ = Command::new("losetup")
+            .args(["-d", &self.loop_dev])
+            .status();
+    }
+}
+
+async fn connect(dsn: &str) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_root,
+    ignore = "needs root (loop device, mount namespace)"
+)]
+// The host-load lock is held by whole tests on their own threads, never by two tasks of one
+// runtime, so holding it across this test's awaits cannot deadlock. It keeps the other
+// host-loading tests off the machine while the device figures are compared.
+#[allow(clippy::await_holding_lock)]
+async fn a_server_in_its_own_mount_namespace_is_measured_through_the_connection() {
+    require_root("a loop device in a mount namespace needs root");
+    let _host = dbio_tests::host_load_lock();
+    let mut server = NamespacedServer::start();
+    let c = connect(&server.dsn).await;
+    let pid_file: String = c
+        .query_one("SELECT pg_read_file('postmaster.pid')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    server.postmaster = pid_file.lines().next().and_then(|l| l.trim().parse().ok());
+    assert!(server.postmaster.is_some(), "{pid_file}");
+    assert_exit(
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &server.dsn,
+            "--schemas",
+            "2",
+            "--scale",
+            "4000blocks",
+            "-q",
+        ]),
+        0,
+    );
+
+    // Cold: the page cache dropped before the window.
+    let cold = tempfile::tempdir().unwrap();
+    let before = diskstats(server.name());
+    let r = server.run(cold.path(), &["--drop-caches"]);
+    let after = diskstats(server.name());
+    let device = &r["device"];
+    assert_eq!(device["device"], server.name(), "{device}");
+    assert!(
+        device["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pg_read_file"),
+        "{device}"
+    );
+    let minor: u32 = std::fs::read_to_string(format!("/sys/block/{}/dev", server.name()))
+        .unwrap()
+        .trim()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(device["major_minor"], format!("7:{minor}"));
+    let secs = num(device, &["seconds"]);
+    let dbio_reads = num(device, &["reads_per_s"]) * secs;
+    let own_reads = after.0 - before.0;
+    assert!(
+        own_reads > 500.0,
+        "too few device reads to compare: {own_reads}"
+    );
+    assert!(
+        (dbio_reads - own_reads).abs() <= 0.1 * own_reads,
+        "dbio saw {dbio_reads} device reads, /proc/diskstats {own_reads}"
+    );
+    assert!(device["physical_read_ratio"].is_number(), "{device}");
+    assert!(device["avg_queue_depth"].is_number(), "{device}");
+    let report = std::fs::read_to_string(cold.path().join("report.txt")).unwrap();
+    assert!(
+        report.contains(&format!("device {} (under", server.name())),
+        "{report}"
+    );
+    // The backends' own physical reads: bytes / 8 kB against the device's blocks read.
+    let host = &r["host"];
+    let bytes = num(host, &["session_read_bytes"]);
+    let own_blocks = (after.1 - before.1) * 512.0 / 8192.0;
+    let blocks = bytes / 8192.0;
+    assert!(
+        (blocks - own_blocks).abs() <= 0.1 * own_blocks,
+        "the backends read {blocks} blocks from storage, the device {own_blocks}"
+    );
+    assert!(num(host, &["mem_total_bytes"]) > 0.0, "{host}");
+    eprintln!(
+        "cold: device reads dbio {dbio_reads} / diskstats {own_reads}; backends' blocks {blocks:.0} / device blocks {own_blocks:.0}; aqu-sz {}",
+        device["avg_queue_depth"]
+    );
+
+    // Warm: the tables read into the page cache first; the database still counts reads
+    // (they miss shared_buffers), the backends fetch almost nothing from storage.
+    for s in ["user1", "user2"] {
+        c.batch_execute(&format!("SELECT sum(length(c2)) FROM {s}.cf1"))
+            .await
+            .unwrap();
+    }
+    let warm = tempfile::tempdir().unwrap();
+    let r = server.run(warm.path(), &[]);
+    let db_reads = num(&r, &["db", "read_iops"]);
+    assert!(db_reads > 1000.0, "{db_reads} database reads/s");
+    let ratio = num(&r, &["host", "physical_read_ratio"]);
+    assert!(
+        ratio < 0.1,
+        "a warm run's backends read {ratio} of the blocks from storage"
+    );
+    let report = std::fs::read_to_string(warm.path().join("report.txt")).unwrap();
+    assert!(
+        report.contains("the page cache served"),
+        "the report must say the page cache served the reads:\n{report}"
+    );
+}
+
+/// The sum of a wait table's % of DB time.
+fn pct_sum(rows: &Value) -> f64 {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["pct_db_time"].as_f64())
+        .sum()
+}
+
+async fn waits_counted_once(io_method: &str) {
+    let pg = TestCluster::start_version(
+        18,
+        16,
+        &[("io_method", io_method), ("debug_io_direct", "data")],
+    );
+    pg.load("2", "2000blocks");
+    let dsn = pg.dsn();
+    let out = tempfile::tempdir().unwrap();
+    assert_exit(
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "2",
+            "--scale",
+            "2000blocks",
+            "--readers",
+            "2",
+            "--run-time",
+            "2s",
+            "-q",
+            "--out",
+            out.path().to_str().unwrap(),
+        ]),
+        0,
+    );
+    let r = read_result(out.path());
+    assert_valid_result(&r);
+    let w = &r["waits"];
+    assert_eq!(w["sessions_by"], "backend PID");
+    let fg = &w["foreground"];
+    // The sampler's resolution: one sample per session per period, over the window.
+    let total = pct_sum(fg);
+    assert!(
+        total <= 110.0,
+        "{io_method}: the foreground sums to {total}% of DB time: {fg}"
+    );
+    let events: Vec<&str> = fg
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let read = fg
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "IO:DataFileRead")
+        .unwrap_or_else(|| panic!("{io_method}: no DataFileRead row: {fg}"));
+    assert_eq!(read["measured"], true);
+    assert!(
+        read["note"].as_str().unwrap_or("").contains("waiting"),
+        "{read}"
+    );
+    assert!(
+        !events.contains(&"IO:AioIoCompletion"),
+        "{io_method}: the AIO wait is the measured read row's: {events:?}"
+    );
+    // io workers are server processes: never in the foreground.
+    if io_method == "worker" {
+        assert!(
+            num(&r, &["host", "io_worker_read_bytes"]) >= 0.0,
+            "the io workers were read: {}",
+            r["host"]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg18,
+    ignore = "needs PostgreSQL 18 binaries: scripts/test.sh installs them"
+)]
+async fn pg18_worker_waits_are_counted_once() {
+    waits_counted_once("worker").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg18,
+    ignore = "needs PostgreSQL 18 binaries: scripts/test.sh installs them"
+)]
+async fn pg18_sync_waits_are_counted_once() {
+    waits_counted_once("sync").await;
+}
+
+fn grants(r: &Value) -> String {
+    r["missing_rights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["grant"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A role with CREATE on the database and pg_monitor only does the whole workflow; what it
+/// cannot have is named with its GRANT, and appears once granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitor_role_runs_everything_and_is_told_what_to_grant() {
+    let pg = TestCluster::start(16);
+    let su = pg.client().await;
+    su.batch_execute(
+        "CREATE ROLE bench LOGIN; GRANT pg_monitor TO bench; GRANT CREATE ON DATABASE postgres TO bench",
+    )
+    .await
+    .unwrap();
+    let dsn = pg.dsn().replace("user=postgres", "user=bench");
+    assert!(dsn.contains("user=bench"), "{dsn}");
+    let data = ["--schemas", "2", "--scale", "1000blocks"];
+    let with = |cmd: &str, rest: &[&str]| {
+        let mut a = vec![cmd, "--dsn", dsn.as_str()];
+        a.extend(data);
+        a.extend(rest);
+        dbio(&a)
+    };
+    assert_exit(&with("setup", &["-q"]), 0);
+    let check = with("check", &[]);
+    assert_exit(&check, 0);
+    assert!(
+        stdout(&check).contains("GRANT pg_read_server_files TO bench;"),
+        "{}",
+        stdout(&check)
+    );
+    let out = tempfile::tempdir().unwrap();
+    let run_dir = out.path().join("run");
+    assert_exit(
+        &with(
+            "run",
+            &[
+                "--readers",
+                "2",
+                "--run-time",
+                "1s",
+                "-q",
+                "--out",
+                run_dir.to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    let r = read_result(&run_dir);
+    assert_valid_result(&r);
+    let g = grants(&r);
+    assert!(g.contains("GRANT pg_read_server_files TO bench;"), "{g}");
+    assert!(
+        g.contains("GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_file(text) TO bench;"),
+        "{g}"
+    );
+    // Without the right the figures come from this host's /proc only because the scratch
+    // server is proven local (its postmaster.pid), never through the connection.
+    let source = r["host"]["source"].as_str().unwrap_or("");
+    assert!(
+        r["host"].is_null()
+            || (source.contains("proven local") && !source.contains("pg_read_file")),
+        "{}",
+        r["host"]
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.txt")).unwrap();
+    assert!(report.contains("Missing rights"), "{report}");
+    let ramp_dir = out.path().join("ramp");
+    assert_exit(
+        &with(
+            "ramp",
+            &[
+                "--readers",
+                "1,2",
+                "--run-time",
+                "1s",
+                "-q",
+                "--out",
+                ramp_dir.to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+
+    su.batch_execute(
+        "GRANT pg_read_server_files TO bench; GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_file(text) TO bench",
+    )
+    .await
+    .unwrap();
+    let granted = out.path().join("granted");
+    assert_exit(
+        &with(
+            "run",
+            &[
+                "--readers",
+                "2",
+                "--run-time",
+                "1s",
+                "-q",
+                "--out",
+                granted.to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    let r = read_result(&granted);
+    assert!(
+        !grants(&r).contains("pg_read_server_files"),
+        "{}",
+        grants(&r)
+    );
+    let host = &r["host"];
+    assert!(
+        host["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pg_read_file"),
+        "{host}"
+    );
+    assert!(host["session_read_bytes"].is_number(), "{host}");
+    assert!(host["mem_total_bytes"].is_number(), "{host}");
+    assert_exit(&dbio(&["teardown", "--dsn", &dsn, "--yes", "-q"]), 0);
+    let left: i64 = su
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'user%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "teardown left schemas");
+}
+
+/// Backends of other roles, hidden from a role without pg_read_all_stats, were counted as
+/// free connection slots: the run then failed with 53300 after some sessions connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_hidden_from_the_role_are_not_counted_as_free_slots() {
+    let pg = TestCluster::start_with(16, None, &[("max_connections", "10")]);
+    let su = pg.client().await;
+    su.batch_execute("CREATE ROLE plain LOGIN; GRANT CREATE ON DATABASE postgres TO plain")
+        .await
+        .unwrap();
+    let dsn = pg.dsn().replace("user=postgres", "user=plain");
+    let data = ["--schemas", "1", "--scale", "500blocks"];
+    let mut setup = vec!["setup", "--dsn", dsn.as_str(), "-q"];
+    setup.extend(data);
+    assert_exit(&dbio(&setup), 0);
+    // Three more superuser connections: with the test's own, 4 of the 7 non-reserved slots.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(pg.client().await);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut run = vec![
+        "run",
+        "--dsn",
+        dsn.as_str(),
+        "--readers",
+        "2",
+        "--run-time",
+        "1s",
+    ];
+    run.extend(data);
+    run.extend(["-q", "--out", out.path().to_str().unwrap()]);
+    let o = dbio(&run);
+    assert_exit(&o, 2);
+    let e = dbio_tests::stderr(&o);
+    assert!(
+        e.contains("hidden from role `plain`") && e.contains("GRANT pg_read_all_stats TO plain"),
+        "{e}"
+    );
+    drop(held);
+}

@@ -1,0 +1,195 @@
+//! The window is the work: an operation counts only when it completes inside the window;
+//! what is in flight at its end is cancelled and excluded, and database rates divide by the
+//! interval their counters really cover.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dbio_tests::{TestCluster, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions};
+
+/// idx_scan of user1.cf1 once no dbio session is left.
+async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
+    wait_no_dbio_sessions(c, Duration::from_secs(10), "connected").await;
+    c.query_one(
+        "SELECT coalesce(idx_scan, 0)::bigint FROM pg_stat_user_tables \
+         WHERE schemaname = 'user1' AND relname = 'cf1'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+// A 5 s run during a 20 s lock wait took 22 s of wall time, reported "5.000 s measured" and
+// a DB time of 25.3 s for 2 sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
+    let pg = TestCluster::start(16);
+    pg.load("1", "1000blocks");
+    let c = pg.client().await;
+    let before = idx_scan(&c).await;
+    let out_dir = tempfile::tempdir().unwrap();
+    let run_s = 6.0;
+    let started = Instant::now();
+    let child = Command::new(dbio_bin())
+        .args([
+            "run",
+            "--dsn",
+            &pg.dsn(),
+            "--schemas",
+            "1",
+            "--scale",
+            "1000blocks",
+            "--readers",
+            "2",
+            "--run-time",
+            "6s",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+            "-q",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once both readers are reading, a lock that blocks every read for 30 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let active: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'dbio-reader-%' \
+                 AND query ILIKE '%cf1%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if active == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the readers never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut locker = pg.client().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE user1.cf1 IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let locked_at = Instant::now();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let ended = locked_at.elapsed();
+    tx.rollback().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        ended < Duration::from_secs(15),
+        "the run ended {ended:?} after the lock (held 30 s) was taken: it waited for the lock"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = read_result(out_dir.path());
+    let measured = num(&r, &["window", "measured_s"]);
+    assert!((measured - run_s).abs() < 1e-6, "measured_s {measured}");
+    let past = num(&r, &["window", "ops_past_window"]);
+    assert!(past >= 2.0, "both blocked reads excluded: {past}");
+    let reads = num(&r, &["client", "read", "count"]);
+    let rate = num(&r, &["client", "read", "ops_per_s"]);
+    assert!(
+        (rate - reads / measured).abs() < 1e-6 * rate.max(1.0),
+        "{rate} vs {reads}/{measured}"
+    );
+    assert_eq!(
+        num(&r, &["client", "errors"]),
+        0.0,
+        "a cancel at the end is no error"
+    );
+    let db_window = num(&r, &["window", "db_window_s"]);
+    assert!(
+        db_window >= measured && db_window < measured + 10.0,
+        "db window {db_window}"
+    );
+    let db_s = num(&r, &["db", "seconds"]);
+    assert!(
+        (db_s - db_window).abs() < 1e-6,
+        "db rates over {db_s} s, window {db_window}"
+    );
+    if let Some(db_time) = r["db"]["db_time_s"].as_f64() {
+        assert!(
+            db_time <= 2.0 * db_window * 1.1,
+            "DB time {db_time} s for 2 sessions in {db_window} s"
+        );
+    }
+    // The server counted every read that completed, and the cancelled ones began scans too.
+    let after = idx_scan(&c).await;
+    let delta = (after - before) as f64;
+    assert!(
+        delta >= reads && delta <= reads + past + (reads / 100.0).max(1.0),
+        "idx_scan delta {delta}, counted {reads}, excluded {past}"
+    );
+}
+
+// A think time of 30 s with a 2 s window reported "Commits 333.5/s": 32 s of counters
+// divided by 2 s, and the read that ended after the window was counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_think_time_beyond_the_window_ends_with_the_window() {
+    let pg = TestCluster::start(16);
+    pg.load("1", "1000blocks");
+    let c = pg.client().await;
+    let before = idx_scan(&c).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("think.yaml");
+    std::fs::write(
+        &config,
+        "run:\n  think_time: {frequency: 2, min: 30s, max: 30s}\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let started = Instant::now();
+    let out = dbio(&[
+        "run",
+        "-c",
+        config.to_str().unwrap(),
+        "--dsn",
+        &pg.dsn(),
+        "--schemas",
+        "1",
+        "--scale",
+        "1000blocks",
+        "--readers",
+        "2",
+        "--run-time",
+        "2s",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "-q",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        took < Duration::from_secs(25),
+        "the run waited out the think time: {took:?}"
+    );
+    let r = read_result(&out_dir);
+    let reads = num(&r, &["client", "read", "count"]);
+    assert!(
+        reads <= 2.0,
+        "at most one read per session before its think: {reads}"
+    );
+    let db_s = num(&r, &["db", "seconds"]);
+    assert!(
+        db_s < 6.0,
+        "db rates over {db_s} s: counters from outside the window"
+    );
+    let after = idx_scan(&c).await;
+    assert_eq!(
+        (after - before) as f64,
+        reads,
+        "the server saw exactly the reads counted"
+    );
+}
