@@ -79,6 +79,8 @@ fn the_sharded_job_is_indexed_and_each_pod_takes_its_shard_from_the_completion_i
         "the shard comes from the completion index: {line}"
     );
     assert!(line.contains("--start-at \"${START_AT}\""), "{line}");
+    // One run id for all shards: they hold the data set together and merge checks it.
+    assert!(line.contains("--run-id \"${RUN_NAME}\""), "{line}");
     assert!(
         line.contains("shard-${JOB_COMPLETION_INDEX}"),
         "each shard writes its own folder: {line}"
@@ -110,7 +112,12 @@ fn the_sharded_job_is_indexed_and_each_pod_takes_its_shard_from_the_completion_i
         .status()
         .unwrap();
     assert!(check.success());
-    for needle in ["--shard \"$i/$n\"", "--start-at \"$start_at\"", "merge"] {
+    for needle in [
+        "--shard \"$i/$n\"",
+        "--start-at \"$start_at\"",
+        "--run-id \"$run_id\"",
+        "merge",
+    ] {
         assert!(sh.contains(needle), "deploy/shards.sh lacks {needle}");
     }
 }
