@@ -7,7 +7,8 @@
 # Usage: deploy/shards.sh N OUT_DIR [dbio run options...]
 #   deploy/shards.sh 3 results/sharded -c my.yaml --readers 24 --run-time 60s
 # Environment: DBIO (the dbio binary, default `dbio`), DBIO_START_DELAY (seconds until the
-# shared start, default 15: time for every process to connect and open its sessions).
+# shared start, default 15: time for every process to connect and open its sessions),
+# DBIO_RUN_ID (the run id every shard is given; default a new one).
 set -euo pipefail
 if [ $# -lt 2 ]; then
     echo "usage: $0 N OUT_DIR [dbio run options...]" >&2
@@ -24,10 +25,12 @@ case $n in
 esac
 dbio=${DBIO:-dbio}
 start_at=$(date -u -d "+${DBIO_START_DELAY:-15} seconds" +%Y-%m-%dT%H:%M:%SZ)
+# One id for every shard: they hold the data set together under it, and merge checks it.
+run_id=${DBIO_RUN_ID:-shards-$(date -u +%Y%m%dT%H%M%SZ)-$$}
 mkdir -p -- "$out"
 pids=()
 for ((i = 0; i < n; i++)); do
-    "$dbio" run "$@" --shard "$i/$n" --start-at "$start_at" --out "$out/shard-$i" -q &
+    "$dbio" run "$@" --shard "$i/$n" --start-at "$start_at" --run-id "$run_id" --out "$out/shard-$i" -q &
     pids+=($!)
 done
 failed=0

@@ -56,15 +56,19 @@ async fn calibrate_a_file_and_read_it_beside_a_run() {
         );
         assert!(0.0 < p50 && p50 <= p90 && p90 <= p99 && p99 <= p999, "{l}");
     }
-    // Two outstanding I/Os do not give fewer IOPS than one (5% allowance for noise).
-    let (i1, i2) = (
-        num(&points[0], &["small_iops"]),
-        num(&points[1], &["small_iops"]),
-    );
-    assert!(
-        i2 >= 0.95 * i1,
-        "IOPS fell from {i1} at level 1 to {i2} at level 2"
-    );
+    // Each level keeps at most `level` I/Os outstanding (Little's law: IOPS x mean latency is
+    // the mean number in flight), and does keep I/Os going. Seen: "IOPS at level 2 >= 95% of
+    // level 1" failed on a host with a load of 11 on 2 cores, where the second thread waits
+    // for a CPU; the bound below holds however busy the host is (1% for the histogram's
+    // 3 significant digits and the window's edges).
+    for p in points {
+        let level = num(p, &["level"]);
+        let in_flight = num(p, &["small_iops"]) * num(&p["small_latency_us"], &["mean"]) / 1e6;
+        assert!(
+            in_flight > 0.0 && in_flight <= level * 1.01,
+            "level {level}: {in_flight} I/Os in flight on average"
+        );
+    }
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     for line in [
         "Maximum Small IOPS=",

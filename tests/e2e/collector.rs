@@ -68,6 +68,7 @@ async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     let secs = num(&r, &["db", "seconds"]);
     let reads = num(&r, &["db", "read_iops"]) * secs;
     let own = after.0 - before.0;
+    eprintln!("cold reads on {}: dbio {reads}, the view {own}", pg.major());
     assert!(own > 1000.0, "too few reads to compare: {own}");
     assert!(
         (reads - own).abs() <= 0.05 * own,

@@ -523,6 +523,9 @@ pub const READ_SERVER_FILE: &str = "SELECT pg_read_file($1)";
 pub const READ_PID_IO: &str = "SELECT pid, pg_read_file('/proc/' || pid || '/io') \
      FROM pg_stat_activity WHERE pid = ANY($1::int[])";
 
+/// How many of the sessions' backends `$1` are still there.
+pub const BACKENDS_LEFT: &str = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])";
+
 /// The port and start time that postmaster.pid must name for the server to be this host's.
 pub const SERVER_IDENTITY: &str = "SELECT current_setting('port')::int, \
      extract(epoch FROM pg_postmaster_start_time())::float8";

@@ -53,6 +53,24 @@ impl Collected {
 /// answering must not keep the result from being written.
 const AFTER_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Longest the collector waits for the sessions' backends to exit after the window.
+const BACKEND_EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Returns once none of `pids` is in pg_stat_activity (or the server does not say).
+async fn backends_gone(client: &Client, pids: &[i32]) {
+    loop {
+        let left = client
+            .query_one(sql::BACKENDS_LEFT, &[&pids])
+            .await
+            .ok()
+            .and_then(|r| r.try_get::<_, i64>(0).ok());
+        if left.is_none_or(|n| n == 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The device under the data set's tables.
 struct Measured {
     device: Device,
@@ -241,6 +259,14 @@ impl WindowCollector {
         // One deadline for every read after the window: a server that stopped answering
         // must not keep the result from being written.
         let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
+        // A session's backend publishes its last statistics as it exits (before_shmem_exit,
+        // ahead of leaving pg_stat_activity): on a busy host the "after" snapshot could
+        // otherwise run before the last sessions' counts are in.
+        if !self.backend_pids.is_empty() {
+            let by = (tokio::time::Instant::now() + BACKEND_EXIT_WAIT).min(deadline);
+            let _ =
+                tokio::time::timeout_at(by, backends_gone(&self.client, &self.backend_pids)).await;
+        }
         let host_reads = async {
             let disk = self.read_disk().await;
             let cpu = self.read_cpu().await;
