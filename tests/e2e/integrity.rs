@@ -380,14 +380,31 @@ async fn skipped_vacuum_is_named(pg: TestCluster) {
     assert!(vacuums(&c).await > before, "the owner's VACUUM ran");
 }
 
+/// vacuum_count of user1.cf1 once it has settled: 13's statistics collector publishes a
+/// VACUUM up to ~0.5 s late (setup's had not arrived when the run started), so the count is
+/// read until two reads 1 s apart agree.
 async fn vacuums(c: &tokio_postgres::Client) -> i64 {
-    c.query_one(
-        "SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = 'user1' AND relname = 'cf1'",
-        &[],
-    )
-    .await
-    .unwrap()
-    .get(0)
+    let read = || async {
+        c.batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await
+            .unwrap();
+        c.query_one(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = 'user1' AND relname = 'cf1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let mut last = read().await;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = read().await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
 }
 
 /// idx_tup_read and idx_tup_fetch of i_cf1 in user1: a plain index scan fetches the rows it

@@ -51,13 +51,17 @@ pub async fn table_state(client: &Client, schema: &str) -> Result<Option<TableSt
         .query_opt(sql::TABLE_STATE, &[&schema])
         .await
         .map_err(|e| PgError::from_db(format!("reading the catalog state of {schema}.cf1"), &e))?;
-    Ok(row.map(|r| TableState {
-        pages: r.get(0),
-        all_visible: r.get(1),
-        analyzed: r.get(2),
-        index_valid: r.get(3),
-        dead_rows: r.get(4),
-    }))
+    let what = format!("the catalog state of {schema}.cf1");
+    row.map(|r| {
+        Ok(TableState {
+            pages: crate::marker::col(&r, 0, &what)?,
+            all_visible: crate::marker::col(&r, 1, &what)?,
+            analyzed: crate::marker::col(&r, 2, &what)?,
+            index_valid: crate::marker::col(&r, 3, &what)?,
+            dead_rows: crate::marker::col(&r, 4, &what)?,
+        })
+    })
+    .transpose()
 }
 
 /// VACUUM (FREEZE, ANALYZE) the table when rows changed since its last VACUUM; returns what

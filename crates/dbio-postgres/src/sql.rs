@@ -469,10 +469,15 @@ pub const TABLE_FACTS: &str = "SELECT c.relpages::bigint, c.reltuples::float8, p
      LEFT JOIN pg_class ic ON ic.relnamespace = c.relnamespace AND ic.relname = 'i_cf1' AND ic.relkind = 'i' \
      WHERE n.nspname = $1 AND c.relname = 'cf1' AND c.relkind IN ('r', 'p')";
 
-/// The table's vacuum_count now (`$1` the schema); on 13/14 the statistics collector's view
-/// may lag, so the caller clears the snapshot and asks again.
-pub const VACUUM_COUNT: &str = "SELECT coalesce((SELECT s.vacuum_count FROM pg_stat_user_tables s \
-       WHERE s.schemaname = $1 AND s.relname = 'cf1'), 0)::bigint";
+/// Whether the table's last manual VACUUM ended at or after `$2` (the server's clock just
+/// before dbio's VACUUM, as text; `$1` the schema). Not vacuum_count: on 13/14 the
+/// statistics collector publishes an earlier VACUUM (setup's) late, and the count then rises
+/// although the server skipped this one. The caller clears the snapshot and asks again.
+pub const VACUUMED_SINCE: &str = "SELECT coalesce((SELECT s.last_vacuum >= $2::text::timestamptz \
+       FROM pg_stat_user_tables s WHERE s.schemaname = $1 AND s.relname = 'cf1'), false)";
+
+/// The server's clock, as text for [`VACUUMED_SINCE`].
+pub const SERVER_CLOCK: &str = "SELECT clock_timestamp()::text";
 
 /// The database's default tablespace (where a table with reltablespace 0 is).
 pub const DEFAULT_TABLESPACE: &str = "SELECT t.spcname::text FROM pg_tablespace t \

@@ -15,8 +15,9 @@
 //!   configuration say is a warning, not a refusal: the figures are true for where the table
 //!   is, the result names it, and moving a data set on purpose (ALTER TABLE ... SET
 //!   TABLESPACE) to measure another device is legitimate.
-//! - **VACUUM**: the VACUUM preflight runs counts only when pg_stat_user_tables.vacuum_count
-//!   rose; a skipped one (the role does not own the table) is a warning naming the owner:
+//! - **VACUUM**: the VACUUM preflight runs counts only when pg_stat_user_tables.last_vacuum
+//!   moved to after the server's clock just before it (not vacuum_count: 13/14 publish an
+//!   earlier VACUUM late); a skipped one (the role does not own the table) is a warning naming the owner:
 //!   measuring is still meaningful, but reads may set hint bits and prune.
 //! - **plan**: the reader's statement is prepared as the sessions prepare it, under their
 //!   settings (`plan_cache_mode = force_generic_plan` and `run.read_path`'s steering), and
@@ -394,18 +395,19 @@ async fn verify_plan(
     })
 }
 
-async fn vacuum_count(client: &Client, schema: &str) -> Result<i64> {
-    let what = format!("reading vacuum_count of {schema}.cf1");
+async fn vacuumed_since(client: &Client, schema: &str, since: &str) -> Result<bool> {
+    let what = format!("reading last_vacuum of {schema}.cf1");
     let row = client
-        .query_one(sql::VACUUM_COUNT, &[&schema])
+        .query_one(sql::VACUUMED_SINCE, &[&schema, &since])
         .await
         .map_err(|e| PgError::from_db(&what, &e))?;
     col(&row, 0, &what)
 }
 
 /// VACUUM (FREEZE, ANALYZE) of a table changed since its last VACUUM, as
-/// `maintenance::vacuum_if_changed`, then proof that it ran: vacuum_count in
-/// pg_stat_user_tables rose. A VACUUM the server skipped (PostgreSQL only warns: "skipping
+/// `maintenance::vacuum_if_changed`, then proof that it ran: pg_stat_user_tables.last_vacuum
+/// is at or after the server's clock just before it. A VACUUM the server skipped (PostgreSQL
+/// only warns: "skipping
 /// \"cf1\" --- only table or database owner can vacuum it"; 16+: "permission denied to vacuum")
 /// becomes a warning naming the owner. Returns whether a VACUUM ran (a CHECKPOINT follows).
 pub async fn vacuum_checked(
@@ -414,13 +416,18 @@ pub async fn vacuum_checked(
     warnings: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Result<bool> {
-    let before = vacuum_count(client, schema).await?;
+    let what = "reading the server's clock";
+    let row = client
+        .query_one(sql::SERVER_CLOCK, &[])
+        .await
+        .map_err(|e| PgError::from_db(what, &e))?;
+    let before: String = col(&row, 0, what)?;
     let Some(note) = maintenance::vacuum_if_changed(client, schema).await? else {
         return Ok(false);
     };
     let started = Instant::now();
     loop {
-        if vacuum_count(client, schema).await? > before {
+        if vacuumed_since(client, schema, &before).await? {
             notes.push(note);
             return Ok(true);
         }
@@ -441,7 +448,7 @@ pub async fn vacuum_checked(
     };
     let table = format!("{}.cf1", sql::quote_ident(schema));
     warnings.push(format!(
-        "VACUUM of {schema}.cf1 did not run (vacuum_count in pg_stat_user_tables did not rise; the server skips it: \
+        "VACUUM of {schema}.cf1 did not run (pg_stat_user_tables.last_vacuum did not move; the server skips it: \
          only table or database owner can vacuum it): the table is owned by role {owner} and this run connects as {user}. \
          The table changed since its last VACUUM, so reads may write (hint bits, pruning) and autovacuum may run inside \
          the window. Run as {owner}, or ALTER TABLE {table} OWNER TO {user}, or on PostgreSQL 17+ GRANT MAINTAIN ON TABLE {table} TO {user}"
