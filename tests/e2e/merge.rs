@@ -279,3 +279,127 @@ async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
     let o = dbio(&["merge", a.to_str().unwrap()]);
     assert_exit(&o, 2);
 }
+
+// `run --shard I/N --start-at T`: three processes run every third of 3 readers, release
+// their sessions at one instant, only shard 0 collects; merged, they are one run whose
+// operations the server counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_started_at_one_instant_run_their_share_and_merge() {
+    let pg = TestCluster::start(16);
+    pg.load("2", SCALE);
+    let c = pg.client().await;
+    let dsn = pg.dsn();
+    let work = tempfile::tempdir().unwrap();
+    // A shard without the shared run id is refused before anything runs.
+    let o = run(&dsn, &work.path().join("x"), "2s", &["--shard", "0/3"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("--run-id"), "{}", stderr(&o));
+    let o = run(
+        &dsn,
+        &work.path().join("y"),
+        "2s",
+        &["--shard", "3/3", "--run-id", "s"],
+    );
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("run.shard"), "{}", stderr(&o));
+
+    let start = (chrono::Utc::now() + chrono::TimeDelta::seconds(12))
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    let dirs: Vec<PathBuf> = (0..3)
+        .map(|k| work.path().join(format!("shard{k}")))
+        .collect();
+    let before = idx_scans(&c).await;
+    let outputs: Vec<std::process::Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = dirs
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let (dsn, start) = (dsn.as_str(), start.as_str());
+                s.spawn(move || {
+                    let shard = format!("{k}/3");
+                    let mut args = vec![
+                        "run",
+                        "--dsn",
+                        dsn,
+                        "--schemas",
+                        "2",
+                        "--scale",
+                        SCALE,
+                        "--readers",
+                        "3",
+                        "--run-time",
+                        "3s",
+                        "--out",
+                    ];
+                    args.push(d.to_str().unwrap());
+                    args.extend(["-q", "--run-id", "sharded", "--shard", &shard]);
+                    args.extend(["--start-at", start]);
+                    dbio(&args)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outputs {
+        assert_exit(o, 0);
+    }
+    let after = idx_scans(&c).await;
+    let shards: Vec<Value> = dirs.iter().map(|d| read_result(d)).collect();
+    for (k, r) in shards.iter().enumerate() {
+        assert_eq!(r["shard"]["index"], k as u64, "{}", r["shard"]);
+        assert_eq!(r["shard"]["count"], 3);
+        assert_eq!(r["shard"]["run_id"], "sharded");
+        let sessions = r["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 1, "every third of 3 readers");
+        assert_eq!(sessions[0]["spec"]["index"], k as u64);
+        assert_eq!(
+            r["db"].is_null(),
+            k != 0,
+            "only shard 0 collects: {}",
+            r["db"]
+        );
+        let w = r["warnings"].to_string();
+        assert!(
+            !w.contains("after run.start_at"),
+            "shard {k} started late: {w}"
+        );
+    }
+    // Released at one instant: the windows start within a fraction of a second.
+    let starts: Vec<chrono::DateTime<chrono::Utc>> = shards
+        .iter()
+        .map(|r| r["window"]["start"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let spread = (*starts.iter().max().unwrap() - *starts.iter().min().unwrap()).num_milliseconds();
+    assert!(
+        spread < 500,
+        "the shards' windows started {spread} ms apart"
+    );
+    let requested: chrono::DateTime<chrono::Utc> = start.parse().unwrap();
+    assert!(
+        (starts[0] - requested).num_milliseconds().abs() < 1000,
+        "released at {} for {requested}",
+        starts[0]
+    );
+
+    let merged_dir = work.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(strs(&dirs));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let o = dbio(&args);
+    assert_exit(&o, 0);
+    let m = read_result(&merged_dir);
+    let reads = n(&m, &["client", "read", "count"]);
+    let excluded = n(&m, &["window", "ops_past_window"]);
+    let server = after - before;
+    assert!(reads > 100, "{reads} reads");
+    assert!(
+        server >= reads && server <= reads + excluded + (reads / 100).max(1),
+        "idx_scan delta {server} vs {reads} merged reads ({excluded} excluded at the windows' ends)"
+    );
+    assert!(
+        !m["db"].is_null(),
+        "the collector's figures come from shard 0"
+    );
+    assert_eq!(m["config"]["run"]["readers"], 3);
+}

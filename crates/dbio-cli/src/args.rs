@@ -428,6 +428,16 @@ pub struct RunArgs {
     /// run.run_id; default a fresh id per run]
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
+    /// Run shard I (0-based) of N of one run driven by several dbio processes: every N-th
+    /// session from the I-th; the collector runs in shard 0; `dbio merge` combines the
+    /// shards' results. Needs the same --run-id on every shard [config: run.shard]
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Release the sessions at this UTC instant (RFC 3339, e.g. 2026-12-01T02:00:00Z) once
+    /// connected and prepared, so the shards start together; refused when this host's clock
+    /// and the server's differ by more than 0.5 s [config: run.start_at]
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
     /// All sessions on the first schema [config: run.hot_schema]
     #[arg(long)]
     pub hot_schema: bool,
@@ -598,6 +608,12 @@ impl RunArgs {
         }
         if let Some(v) = &self.run_id {
             r.run_id = Some(v.clone());
+        }
+        if let Some(v) = &self.shard {
+            r.shard = Some(v.clone());
+        }
+        if let Some(v) = &self.start_at {
+            r.start_at = Some(v.clone());
         }
         if self.hot_schema {
             r.hot_schema = true;

@@ -153,6 +153,13 @@ pub trait Backend {
         std::future::ready(true)
     }
 
+    /// This host's clock minus the server's, in seconds (measured around one round trip),
+    /// for runs whose shards start at a wall-clock instant; None when the backend cannot
+    /// tell.
+    fn clock_offset_s(&mut self) -> impl Future<Output = Result<Option<f64>, BackendError>> {
+        std::future::ready(Ok(None))
+    }
+
     /// The run is over (its figures collected): let go of what it held on the server (the
     /// data set's lock), so the next run (a ramp's next step) can take it.
     fn end_run(&mut self) {}

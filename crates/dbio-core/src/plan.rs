@@ -35,7 +35,12 @@ impl RunPlan {
         config.validate_run(block_size)?;
         let workload = Workload::from_config(config, block_size)?;
         let r = &config.run;
-        let specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
+        let mut specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
+        if let Some(shard) = r.shard() {
+            // Every N-th session from the I-th: the shards together run the run's sessions,
+            // each once, with the names (and schemas) they have in a one-process run.
+            specs.retain(|s| s.index % shard.count == shard.index);
+        }
         let drive = DriveConfig {
             workload: workload.clone(),
             window: if r.work_loop > 0 {

@@ -181,6 +181,28 @@ impl Backend for PgBackend {
         true
     }
 
+    async fn clock_offset_s(&mut self) -> Result<Option<f64>, BackendError> {
+        let client = self.target.connect("dbio-clock").await?;
+        // The server's clock read between two of ours: its offset from their midpoint, on
+        // the quickest of three round trips (the least queueing).
+        let mut best: Option<(f64, f64)> = None;
+        for _ in 0..3 {
+            let t0 = chrono::Utc::now();
+            let row = client
+                .query_one(crate::sql::SERVER_EPOCH, &[])
+                .await
+                .map_err(|e| PgError::from_db("reading the server's clock", &e))?;
+            let t1 = chrono::Utc::now();
+            let server: f64 = crate::marker::col(&row, 0, "the server's clock")?;
+            let rtt = (t1 - t0).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
+            let mid = t0.timestamp_micros() as f64 / 1e6 + rtt / 2.0;
+            if best.is_none_or(|(r, _)| rtt < r) {
+                best = Some((rtt, mid - server));
+            }
+        }
+        Ok(best.map(|(_, offset)| offset))
+    }
+
     fn end_run(&mut self) {
         // Closes the lock's connection: the server releases the data set's advisory locks
         // when that backend exits.

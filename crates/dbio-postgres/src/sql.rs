@@ -476,6 +476,10 @@ pub const TABLE_FACTS: &str = "SELECT c.relpages::bigint, c.reltuples::float8, p
 pub const VACUUMED_SINCE: &str = "SELECT coalesce((SELECT s.last_vacuum >= $2::text::timestamptz \
        FROM pg_stat_user_tables s WHERE s.schemaname = $1 AND s.relname = 'cf1'), false)";
 
+/// The server's clock in seconds since the epoch (clock_timestamp(): now, not the
+/// transaction's start).
+pub const SERVER_EPOCH: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
+
 /// The server's clock, as text for [`VACUUMED_SINCE`].
 pub const SERVER_CLOCK: &str = "SELECT clock_timestamp()::text";
 

@@ -35,6 +35,56 @@ async fn interruptible<T>(
     }
 }
 
+/// How far this host's clock may be from the server's when shards start at an instant.
+const MAX_CLOCK_OFFSET_S: f64 = 0.5;
+
+/// A shard that reaches its start instant this late is flagged (it started its window
+/// after the others).
+const LATE_START_S: f64 = 0.5;
+
+async fn begin<C: WindowCollector>(collector: Option<&mut C>) -> Result<(), String> {
+    match collector {
+        Some(c) => c.begin().await,
+        None => Ok(()),
+    }
+}
+
+/// Waits for the run's start instant, if it has one (interruptible); a warning when it had
+/// already passed.
+async fn wait_for_start(
+    start_at: Option<chrono::DateTime<chrono::Utc>>,
+    interrupts: &Interrupts,
+    output: &Output<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), BackendError> {
+    let Some(at) = start_at else {
+        return Ok(());
+    };
+    let wait_s = (at - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0;
+    if wait_s < -LATE_START_S {
+        warnings.push(format!(
+            "started {:.1} s after run.start_at {at}: this shard's window began after the others' \
+             (connecting and preparing took longer than the lead time; start the shards earlier)",
+            -wait_s
+        ));
+        return Ok(());
+    }
+    if wait_s > 0.0 {
+        output.note(&format!(
+            "run: sessions ready; starting at {at} (in {wait_s:.1} s)"
+        ));
+        interruptible(
+            async {
+                tokio::time::sleep(std::time::Duration::from_secs_f64(wait_s)).await;
+                Ok(())
+            },
+            interrupts,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// One measured window on `backend`, its result written to the run's folder.
 pub async fn run<B: Backend>(
     backend: &mut B,
@@ -79,18 +129,37 @@ pub async fn run<B: Backend>(
     let mut environment = facts.environment;
     let mut warnings = facts.warnings;
     let sessions_n = plan.specs().len();
+    let shard = r.shard();
+    let start_at = r.start_at();
+    if start_at.is_some()
+        && let Some(offset) = interruptible(backend.clock_offset_s(), &interrupts).await?
+        && offset.abs() > MAX_CLOCK_OFFSET_S
+    {
+        return Err(BackendError::usage(format!(
+            "this host's clock is {offset:+.3} s from the server's: shards started at run.start_at would not \
+             share a window (at most {MAX_CLOCK_OFFSET_S} s allowed); synchronise the clocks (chrony, NTP)"
+        )));
+    }
+    // One shard collects the database's figures (the others' would count the same server
+    // twice); dbio merge takes them from it.
+    let collects = shard.is_none_or(|s| s.index == 0);
     let (outcome, collector) = match plan.engine() {
         SessionLoop::Client => {
             let opened = interruptible(backend.open_sessions(&plan), &interrupts).await?;
             environment.session_tls = opened.tls;
-            let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;
+            let mut collector = if collects {
+                Some(interruptible(backend.collector(&plan), &interrupts).await?)
+            } else {
+                None
+            };
+            wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!("run: {sessions_n} sessions ready; measuring"));
             let outcome = drive(
                 opened.sessions,
                 plan.drive(),
                 interrupts.clone(),
                 |p| output.note(&progress_line(p)),
-                || collector.begin(),
+                || begin(collector.as_mut()),
             )
             .await;
             (outcome, collector)
@@ -98,7 +167,12 @@ pub async fn run<B: Backend>(
         SessionLoop::Server => {
             let opened = interruptible(backend.open_loop_sessions(&plan), &interrupts).await?;
             environment.session_tls = opened.tls;
-            let mut collector = interruptible(backend.collector(&plan), &interrupts).await?;
+            let mut collector = if collects {
+                Some(interruptible(backend.collector(&plan), &interrupts).await?)
+            } else {
+                None
+            };
+            wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!(
                 "run: {sessions_n} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
                 r.run_time
@@ -108,7 +182,7 @@ pub async fn run<B: Backend>(
                 plan.run_time(),
                 plan.drive().grace,
                 interrupts.clone(),
-                || collector.begin(),
+                || begin(collector.as_mut()),
             )
             .await;
             warnings.push(
@@ -123,10 +197,16 @@ pub async fn run<B: Backend>(
     // The database's counters cover the window until the last session stopped.
     let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
-    let collected = tokio::select! {
-        c = collector.end(db_window_s) => c,
-        by = interrupts.clone().reached(2) => WindowFigures::skipped(format!(
-            "database statistics were not collected: {by} a second time ended the run at once"
+    let collected = match collector {
+        Some(collector) => tokio::select! {
+            c = collector.end(db_window_s) => c,
+            by = interrupts.clone().reached(2) => WindowFigures::skipped(format!(
+                "database statistics were not collected: {by} a second time ended the run at once"
+            )),
+        },
+        None => WindowFigures::skipped(format!(
+            "shard {}: the database's figures are collected by shard 0 of this run; `dbio merge` takes them from it",
+            r.shard.as_deref().unwrap_or("")
         )),
     };
     backend.end_run();
@@ -152,6 +232,14 @@ pub async fn run<B: Backend>(
     );
     result.host = collected.host;
     result.missing_rights = collected.missing_rights;
+    if let (Some(shard), Some(run_id)) = (shard, &r.run_id) {
+        result.shard = Some(crate::merge::ShardInfo {
+            run_id: run_id.clone(),
+            index: shard.index,
+            count: shard.count,
+            start_at,
+        });
+    }
     publish(&result, &out_dir, output)?;
     Ok(result)
 }

@@ -325,6 +325,45 @@ pub struct RunConfig {
     /// coordinated run, several dbio processes on one data set, pass the same id and share
     /// it; any other run is refused while one holds it. Default: a fresh id per run.
     pub run_id: Option<String>,
+    /// `I/N`: this process runs shard I (0-based) of N of one run driven by several dbio
+    /// processes: every N-th session from the I-th. Needs `run_id`, the same on every shard.
+    pub shard: Option<String>,
+    /// RFC 3339 instant (UTC, e.g. `2026-12-01T02:00:00Z`) at which the sessions are released,
+    /// once connected and prepared: the shards of one run start their window together.
+    pub start_at: Option<String>,
+}
+
+/// One shard of a run driven by several processes (`run.shard: I/N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based, below `count` (Kubernetes' JOB_COMPLETION_INDEX).
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// `I/N` with 0 <= I < N.
+    pub fn parse(text: &str) -> Option<Shard> {
+        let (i, n) = text.split_once('/')?;
+        let (index, count) = (i.trim().parse().ok()?, n.trim().parse().ok()?);
+        (count >= 1 && index < count).then_some(Shard { index, count })
+    }
+}
+
+impl RunConfig {
+    /// The shard this process runs; None for a run in one process (validated by
+    /// [`Config::validate`]).
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard.as_deref().and_then(Shard::parse)
+    }
+
+    /// When the sessions are released; None: at once (validated by [`Config::validate`]).
+    pub fn start_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.start_at
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
 }
 
 impl Default for Config {
@@ -413,6 +452,8 @@ impl Default for RunConfig {
             overwrite: false,
             label: None,
             run_id: None,
+            shard: None,
+            start_at: None,
         }
     }
 }
@@ -501,6 +542,43 @@ impl Config {
                 "run.run_id",
                 format!(
                     "`{id}` is not a usable run id; use 1-64 letters, digits, - or _ (the same id on every shard of one run)"
+                ),
+            ));
+        }
+        if let Some(text) = &self.run.shard {
+            let Some(shard) = Shard::parse(text) else {
+                return Err(CoreError::invalid(
+                    "run.shard",
+                    format!(
+                        "`{text}` is not a shard; use I/N with 0 <= I < N, e.g. 0/4 (Kubernetes' JOB_COMPLETION_INDEX/completions)"
+                    ),
+                ));
+            };
+            if self.run.run_id.is_none() {
+                return Err(CoreError::invalid(
+                    "run.shard",
+                    "the shards of one run share its data set by its id: give every shard the same --run-id (run.run_id)",
+                ));
+            }
+            let sessions = self.run.readers + self.run.writers;
+            if shard.count > sessions {
+                return Err(CoreError::invalid(
+                    "run.shard",
+                    format!(
+                        "{} shards for {sessions} session(s): each shard runs every {}-th session, so some would run none; \
+                         use at most {sessions} shards or more sessions (readers and writers are the run's totals)",
+                        shard.count, shard.count
+                    ),
+                ));
+            }
+        }
+        if let Some(text) = &self.run.start_at
+            && self.run.start_at().is_none()
+        {
+            return Err(CoreError::invalid(
+                "run.start_at",
+                format!(
+                    "`{text}` is not an RFC 3339 instant; use e.g. 2026-12-01T02:00:00Z (`date -u -d '+30 sec' +%FT%TZ`)"
                 ),
             ));
         }
