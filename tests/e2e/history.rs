@@ -46,8 +46,10 @@ impl SlowServer {
         ));
         std::fs::create_dir_all(&dir).expect("a cpu cgroup (cgroups v1, root)");
         std::fs::write(dir.join("cpu.cfs_period_us"), "100000").unwrap();
-        // 1% of one CPU: an operation's lookup waits for the quota, far beyond the think time.
-        std::fs::write(dir.join("cpu.cfs_quota_us"), "1000").unwrap();
+        // 5% of one CPU: an operation's lookup waits for the quota, beyond the think time
+        // (several times slower). 1% made a run's preflight connections (lock, collector,
+        // host figures) miss the 10 s connect timeout on a loaded CI host.
+        std::fs::write(dir.join("cpu.cfs_quota_us"), "5000").unwrap();
         let pid_file = std::fs::read_to_string(pg.cluster.data_dir().join("postmaster.pid"))
             .expect("postmaster.pid");
         let postmaster: u32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
