@@ -24,6 +24,7 @@ mod safety;
 mod scratch;
 mod session_faults;
 mod setup;
+mod targets;
 mod tls;
 mod window;
 mod workflow;

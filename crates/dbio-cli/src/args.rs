@@ -503,6 +503,13 @@ pub struct SessionArgs {
     /// Percent of each reader's operations that are updates, 0-100 [config: run.update_pct; default 0]
     #[arg(long, value_name = "P")]
     pub update_pct: Option<u32>,
+    /// Readers per target with --dsn repeated, in order: 3,1 (their sum is the run's
+    /// readers) [config: target.readers; default: --readers spread round-robin]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub target_readers: Option<Vec<u32>>,
+    /// Writers per target, as --target-readers [config: target.writers]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub target_writers: Option<Vec<u32>>,
 }
 
 impl SessionArgs {
@@ -512,6 +519,20 @@ impl SessionArgs {
         }
         if let Some(v) = self.writers {
             c.run.writers = v;
+        }
+        // Per-target counts set the totals, unless --readers/--writers say them too (then
+        // validation names both when they disagree).
+        if let Some(v) = &self.target_readers {
+            c.target.readers = v.clone();
+            if self.readers.is_none() {
+                c.run.readers = v.iter().sum();
+            }
+        }
+        if let Some(v) = &self.target_writers {
+            c.target.writers = v.clone();
+            if self.writers.is_none() {
+                c.run.writers = v.iter().sum();
+            }
         }
         if let Some(v) = self.update_pct {
             c.run.update_pct = v;
@@ -663,9 +684,11 @@ pub struct CommonArgs {
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config:
-    /// target.dsn; default: the scratch cluster running in .dbio/scratch, else libpq's defaults]
-    #[arg(long, value_name = "DSN")]
-    pub dsn: Option<String>,
+    /// target.dsn; default: the scratch cluster running in .dbio/scratch, else libpq's
+    /// defaults]. run and ramp take it repeated: several targets in one window [config:
+    /// target.dsns]
+    #[arg(long, value_name = "DSN", action = clap::ArgAction::Append)]
+    pub dsn: Vec<String>,
     /// Give up connecting after this long [config: target.connect_timeout]
     #[arg(long, value_name = "DUR")]
     pub connect_timeout: Option<Dur>,
@@ -715,9 +738,26 @@ impl LoadArgs {
 }
 
 impl CommonArgs {
-    /// Applies the flags to the config; `--dsn` is kept apart because it merges per
-    /// connection parameter with the environment (see `Target::resolve`).
+    /// The one `--dsn` given, if exactly one was (several are `target.dsns`, see `apply`).
+    pub fn one_dsn(&self) -> Option<&str> {
+        match self.dsn.as_slice() {
+            [one] => Some(one.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Applies the flags to the config; one `--dsn` is kept apart because it merges per
+    /// connection parameter with the environment (see `Target::resolve`); several replace
+    /// the file's target.dsn/target.dsns as `target.dsns`.
     pub fn apply(&self, c: &mut Config) {
+        if self.dsn.len() > 1 {
+            c.target.dsns = self.dsn.clone();
+            c.target.dsn = None;
+        } else if !self.dsn.is_empty() {
+            c.target.dsns.clear();
+            c.target.readers.clear();
+            c.target.writers.clear();
+        }
         if let Some(t) = self.connect_timeout {
             c.target.connect_timeout = t;
         }

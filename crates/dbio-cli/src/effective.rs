@@ -246,7 +246,13 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             let before = Config::load(common.config.as_deref())?;
             let c = run_config(&common, &data, &sessions, &run)?;
             let extra = record_settings(sub_m, &record);
-            (common.config, before, c, common.dsn, extra)
+            (
+                common.config.clone(),
+                before,
+                c,
+                common.one_dsn().map(str::to_string),
+                extra,
+            )
         }
         Command::Ramp {
             common,
@@ -259,7 +265,13 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             let before = Config::load(common.config.as_deref())?;
             let c = ramp_config(&common, &data, &ramp, &run)?;
             let extra = record_settings(sub_m, &record);
-            (common.config, before, c, common.dsn, extra)
+            (
+                common.config.clone(),
+                before,
+                c,
+                common.one_dsn().map(str::to_string),
+                extra,
+            )
         }
         Command::Setup {
             common,
@@ -283,7 +295,13 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
                     "",
                 ),
             ];
-            (common.config, before, c, common.dsn, extra)
+            (
+                common.config.clone(),
+                before,
+                c,
+                common.one_dsn().map(str::to_string),
+                extra,
+            )
         }
         Command::Regress {
             config,
@@ -316,7 +334,13 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             let common = with_file(common);
             let before = Config::load(common.config.as_deref())?;
             let c = base_config(&common, &data)?;
-            (common.config, before, c, common.dsn, Vec::new())
+            (
+                common.config.clone(),
+                before,
+                c,
+                common.one_dsn().map(str::to_string),
+                Vec::new(),
+            )
         }
         _ => {
             return Err(Failure::new(

@@ -118,9 +118,9 @@ mod enabled {
         let target = admin.redacted();
         let mut backend = OracleBackend::new(admin, config);
         Ok(bench::ramp(
-            &mut backend,
+            std::slice::from_mut(&mut backend),
             config,
-            &target,
+            &[target],
             line,
             quiet,
             progress,
@@ -140,7 +140,7 @@ mod enabled {
     ) -> Result<RunResult, Failure> {
         let mut backend = OracleBackend::new(admin, config);
         bench::run(
-            &mut backend,
+            std::slice::from_mut(&mut backend),
             config,
             output,
             crate::signals::interrupts(),

@@ -43,9 +43,19 @@ enum Origin {
 /// The PostgreSQL connection target: flag > PG* environment > file > the running default
 /// scratch cluster > libpq defaults. Prints `target: ...` on stderr (not under `-q`).
 pub(crate) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
+    if !config.target.dsns.is_empty() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "{} targets given (--dsn repeated or target.dsns): only run and ramp drive several targets; \
+                 give this command one --dsn and run it for each target",
+                config.target.dsns.len()
+            ),
+        ));
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let (origin, scratch) = choose(
-        common.dsn.is_some(),
+        !common.dsn.is_empty(),
         config.target.dsn.is_some(),
         &WHERE_VARIABLES
             .iter()
@@ -58,13 +68,63 @@ pub(crate) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Fa
     let target = Target::resolve(
         scratch_dsn.as_deref().or(config.target.dsn.as_deref()),
         conn::env_params()?,
-        common.dsn.as_deref(),
+        common.one_dsn(),
         config.target.connect_timeout.0,
     )?;
     if !QUIET.load(Ordering::Relaxed) {
         eprintln!("{}", target_line(&origin, &target));
     }
     Ok(target)
+}
+
+/// The targets of a run or ramp: each of `target.dsns` (from --dsn repeated or the file),
+/// complete in itself (PG* variables fill only what it leaves out), with a target line each;
+/// else the one target `resolve` picks.
+pub(crate) fn resolve_all(config: &Config, common: &CommonArgs) -> Result<Vec<Target>, Failure> {
+    let dsns = &config.target.dsns;
+    if dsns.is_empty() {
+        return Ok(vec![resolve(config, common)?]);
+    }
+    let env = conn::env_params()?;
+    let from = if common.dsn.len() > 1 {
+        "--dsn"
+    } else {
+        "target.dsns"
+    };
+    let mut targets = Vec::new();
+    for (i, dsn) in dsns.iter().enumerate() {
+        let target = Target::resolve(
+            None,
+            env.clone(),
+            Some(dsn),
+            config.target.connect_timeout.0,
+        )
+        .map_err(|e| {
+            Failure::new(
+                2,
+                format!("target {} of {} ({from}): {e}", i + 1, dsns.len()),
+            )
+        })?;
+        if let Some(k) = targets
+            .iter()
+            .position(|t: &Target| t.redacted() == target.redacted())
+        {
+            return Err(Failure::new(
+                2,
+                format!(
+                    "targets {} and {} are the same ({target}): a target given twice would count its server twice; \
+                     give each target once (more sessions on it: --target-readers)",
+                    k + 1,
+                    i + 1
+                ),
+            ));
+        }
+        if !QUIET.load(Ordering::Relaxed) {
+            eprintln!("target {}/{}: {target} (from {from})", i + 1, dsns.len());
+        }
+        targets.push(target);
+    }
+    Ok(targets)
 }
 
 /// Decides the origin; `scratch` is asked only when nothing names a target.

@@ -212,6 +212,71 @@ pub struct IoEventLine {
 }
 
 impl DbMetrics {
+    /// Several targets' figures as one: rates, counts and counter deltas summed, the read
+    /// latency weighted by each target's reads (null unless every target timed its reads),
+    /// the hit ratio recomputed from the sums, valid only when every part is. `seconds` is
+    /// the longest part's.
+    pub fn sum(parts: &[&DbMetrics]) -> Option<DbMetrics> {
+        parts.first()?;
+        let add = |f: fn(&DbMetrics) -> f64| parts.iter().map(|p| f(p)).sum::<f64>();
+        let add_opt = |f: fn(&DbMetrics) -> Option<f64>| -> Option<f64> {
+            parts.iter().map(|p| f(p)).sum::<Option<f64>>()
+        };
+        let read_iops = add(|d| d.read_iops);
+        let buffer_hits_per_s = add(|d| d.buffer_hits_per_s);
+        let weighted: Option<f64> = parts
+            .iter()
+            .map(|p| p.avg_read_latency_us.map(|l| l * p.read_iops))
+            .sum();
+        let mut counters = BTreeMap::new();
+        for p in parts {
+            for (k, v) in &p.counters {
+                *counters.entry(k.clone()).or_insert(0.0) += v;
+            }
+        }
+        let t = |f: fn(&TableIo) -> u64| parts.iter().map(|p| f(&p.dbio_tables)).sum::<u64>();
+        let mut sources: Vec<&str> = Vec::new();
+        for p in parts {
+            if !sources.contains(&p.source.as_str()) {
+                sources.push(&p.source);
+            }
+        }
+        Some(DbMetrics {
+            source: format!("sum over {} targets: {}", parts.len(), sources.join("; ")),
+            seconds: parts.iter().map(|p| p.seconds).fold(0.0, f64::max),
+            read_iops,
+            read_blocks_per_s: add(|d| d.read_blocks_per_s),
+            write_iops: add(|d| d.write_iops),
+            avg_read_latency_us: weighted.and_then(|w| (read_iops > 0.0).then(|| w / read_iops)),
+            read_latency_note: parts.iter().find_map(|p| p.read_latency_note.clone()),
+            buffer_hits_per_s,
+            buffer_hit_ratio: (buffer_hits_per_s + read_iops > 0.0)
+                .then(|| buffer_hits_per_s / (buffer_hits_per_s + read_iops)),
+            wal_bytes_per_s: add_opt(|d| d.wal_bytes_per_s),
+            wal_writes_per_s: add_opt(|d| d.wal_writes_per_s),
+            wal_syncs_per_s: add_opt(|d| d.wal_syncs_per_s),
+            commits_per_s: add(|d| d.commits_per_s),
+            checkpoints: parts.iter().map(|p| p.checkpoints).sum(),
+            autovacuum_runs: parts.iter().map(|p| p.autovacuum_runs).sum(),
+            autoanalyze_runs: parts.iter().map(|p| p.autoanalyze_runs).sum(),
+            db_time_s: add_opt(|d| d.db_time_s),
+            dbio_tables: TableIo {
+                heap_blks_read: t(|x| x.heap_blks_read),
+                heap_blks_hit: t(|x| x.heap_blks_hit),
+                idx_blks_read: t(|x| x.idx_blks_read),
+                idx_blks_hit: t(|x| x.idx_blks_hit),
+                idx_scan: t(|x| x.idx_scan),
+                n_tup_upd: t(|x| x.n_tup_upd),
+            },
+            valid: parts.iter().all(|p| p.valid),
+            invalid_reasons: parts
+                .iter()
+                .flat_map(|p| p.invalid_reasons.iter().cloned())
+                .collect(),
+            counters,
+        })
+    }
+
     pub fn io_event_line(&self, event: &str) -> IoEventLine {
         let waits = (self.read_iops * self.seconds).round() as u64;
         IoEventLine {
@@ -377,5 +442,57 @@ mod tests {
         };
         let l = db.io_event_line("IO:DataFileRead");
         assert_eq!((l.waits, l.time_s, l.iops), (5000, 1.0, 500.0));
+    }
+
+    #[test]
+    fn targets_sum_rates_and_weight_latency_by_reads() {
+        let a = DbMetrics {
+            source: "pg_stat_database".into(),
+            seconds: 10.0,
+            read_iops: 300.0,
+            avg_read_latency_us: Some(100.0),
+            buffer_hits_per_s: 700.0,
+            dbio_tables: TableIo {
+                idx_scan: 40,
+                ..TableIo::default()
+            },
+            valid: true,
+            ..DbMetrics::default()
+        };
+        let b = DbMetrics {
+            source: "pg_stat_io".into(),
+            seconds: 10.5,
+            read_iops: 100.0,
+            avg_read_latency_us: Some(500.0),
+            buffer_hits_per_s: 900.0,
+            dbio_tables: TableIo {
+                idx_scan: 2,
+                ..TableIo::default()
+            },
+            valid: true,
+            ..DbMetrics::default()
+        };
+        let s = DbMetrics::sum(&[&a, &b]).unwrap();
+        assert_eq!(s.read_iops, 400.0);
+        assert_eq!(s.avg_read_latency_us, Some(200.0));
+        assert_eq!(s.buffer_hit_ratio, Some(0.8));
+        assert_eq!(s.dbio_tables.idx_scan, 42);
+        assert_eq!(s.seconds, 10.5);
+        assert!(s.valid);
+        assert!(
+            s.source.contains("pg_stat_database; pg_stat_io"),
+            "{}",
+            s.source
+        );
+        // A target that did not time its reads leaves the total's latency null.
+        let untimed = DbMetrics {
+            avg_read_latency_us: None,
+            valid: false,
+            ..b
+        };
+        let s = DbMetrics::sum(&[&a, &untimed]).unwrap();
+        assert_eq!(s.avg_read_latency_us, None);
+        assert!(!s.valid);
+        assert!(DbMetrics::sum(&[]).is_none());
     }
 }

@@ -430,6 +430,7 @@ pub fn merge(
         warnings,
         shard: None,
         merge: Some(info),
+        targets: Vec::new(),
     })
 }
 
@@ -756,6 +757,7 @@ mod tests {
                 warmup_s: 0.0,
                 sessions: vec![],
                 histograms: [read, new_histogram()],
+                by_target: vec![],
                 timeseries: vec![],
                 client_cpu: None,
                 sessions_lost: 0,

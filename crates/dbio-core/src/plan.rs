@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, OnError, RedoStress, SessionLoop};
-use crate::driver::{DriveConfig, STOP_GRACE, SessionSpec, WindowSpec, session_specs};
+use crate::driver::{DriveConfig, STOP_GRACE, SessionSpec, WindowSpec, session_specs_over};
 use crate::error::CoreError;
 use crate::workload::Workload;
 
@@ -15,6 +15,9 @@ pub struct RunPlan {
     config: Config,
     block_size: u64,
     schema_names: Vec<String>,
+    /// The targets as results show them (redacted), in `target.dsns` order; one for a run
+    /// over one target.
+    targets: Vec<String>,
     specs: Vec<SessionSpec>,
     workload: Workload,
     drive: DriveConfig,
@@ -22,20 +25,20 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// Validates `config` against the server's block size and resolves the sessions, the
-    /// workload and the window. `target` (redacted) and `out` are what the result records.
-    /// `quiet` turns the live progress off.
+    /// workload and the window. `targets` (redacted, one per target) and `out` are what the
+    /// result records. `quiet` turns the live progress off.
     pub fn new(
         config: &Config,
         block_size: u64,
         schema_names: Vec<String>,
-        target: String,
+        targets: Vec<String>,
         out: &Path,
         quiet: bool,
     ) -> Result<RunPlan, CoreError> {
         config.validate_run(block_size)?;
         let workload = Workload::from_config(config, block_size)?;
         let r = &config.run;
-        let mut specs = session_specs(r.readers, r.writers, &schema_names, r.hot_schema);
+        let mut specs = session_specs_over(&config.session_split(), &schema_names, r.hot_schema);
         if let Some(shard) = r.shard() {
             // Every N-th session from the I-th: the shards together run the run's sessions,
             // each once, with the names (and schemas) they have in a one-process run.
@@ -56,16 +59,42 @@ impl RunPlan {
             grace: STOP_GRACE,
         };
         let mut recorded = config.clone();
-        recorded.target.dsn = Some(target);
+        if config.target.dsns.is_empty() {
+            recorded.target.dsn = targets.first().cloned();
+        } else {
+            recorded.target.dsns = targets.clone();
+        }
         recorded.run.out = Some(out.to_path_buf());
         Ok(RunPlan {
             config: recorded,
             block_size,
             schema_names,
+            targets,
             specs,
             workload,
             drive,
         })
+    }
+
+    /// The targets as results show them, in order.
+    pub fn targets(&self) -> &[String] {
+        &self.targets
+    }
+
+    /// The plan target `t`'s backend is given: its sessions only, and the configuration of
+    /// that target (its DSN, its share of the readers and writers). The plan itself for a run
+    /// over one target.
+    pub fn for_target(&self, t: usize) -> RunPlan {
+        if self.targets.len() <= 1 {
+            return self.clone();
+        }
+        let mut plan = self.clone();
+        plan.specs.retain(|s| s.target == Some(t as u32));
+        if let Some(c) = self.config.target_configs().into_iter().nth(t) {
+            plan.config = c;
+        }
+        plan.targets = vec![self.targets[t].clone()];
+        plan
     }
 
     /// The configuration as the result records it (target redacted, the result folder set).

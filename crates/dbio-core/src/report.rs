@@ -47,7 +47,16 @@ pub fn render_text(r: &RunResult) -> String {
         .iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
         .collect();
-    let _ = writeln!(o, "settings  {}", settings.join(" "));
+    let _ = writeln!(
+        o,
+        "settings  {}{}",
+        if r.targets.is_empty() {
+            ""
+        } else {
+            "target 1: "
+        },
+        settings.join(" ")
+    );
     if let Some(t) = &env.session_tls {
         let line = match (&t.protocol, &t.cipher) {
             (Some(p), Some(c)) => format!(
@@ -189,7 +198,10 @@ pub fn render_text(r: &RunResult) -> String {
             o,
             "{:<18} {:<10} {:>9} {:>9} {:>7}  {}{}",
             s.spec.name,
-            s.spec.schema,
+            match s.spec.target {
+                Some(t) => format!("{}@{}", s.spec.schema, t + 1),
+                None => s.spec.schema.clone(),
+            },
             s.ops[0],
             s.ops[1],
             s.errors[0] + s.errors[1],
@@ -201,6 +213,7 @@ pub fn render_text(r: &RunResult) -> String {
         );
     }
     db_sections(&mut o, r);
+    targets_section(&mut o, r);
     if !r.missing_rights.is_empty() {
         let _ = writeln!(o);
         o.push_str(&render_missing_rights(&r.missing_rights));
@@ -212,6 +225,122 @@ pub fn render_text(r: &RunResult) -> String {
         }
     }
     o
+}
+
+/// A run over several targets: a row per target and the totals, then each target's own
+/// load profile, waits and I/O as its collector measured them.
+fn targets_section(o: &mut String, r: &RunResult) {
+    if r.targets.is_empty() {
+        return;
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "Targets ({}; client figures are each target's sessions over the run's window, database figures its own collector's)",
+        r.targets.len()
+    );
+    for t in &r.targets {
+        let _ = writeln!(
+            o,
+            "  {}  {} ({})",
+            t.index + 1,
+            t.target,
+            t.environment.server_version
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{:<6} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>10} {:>10}",
+        "target",
+        "readers",
+        "writers",
+        "reads",
+        "reads/s",
+        "p50 µs",
+        "p99 µs",
+        "DB reads/s",
+        "DB read µs",
+        "idx_scan",
+        "device r/s"
+    );
+    let row = |name: String,
+               readers: u32,
+               writers: u32,
+               read: &OpMetrics,
+               db: Option<&crate::dbstats::DbMetrics>,
+               device: String| {
+        let lat = |f: fn(&crate::stats::LatencySummary) -> u64| {
+            read.latency_us
+                .as_ref()
+                .map(|l| f(l).to_string())
+                .unwrap_or_else(|| "-".into())
+        };
+        format!(
+            "{name:<6} {readers:>7} {writers:>7} {:>10} {:>10.1} {:>8} {:>8} {:>11} {:>11} {:>10} {:>10}",
+            read.count,
+            read.ops_per_s,
+            lat(|l| l.p50),
+            lat(|l| l.p99),
+            db.map(|d| format!("{:.1}", d.read_iops))
+                .unwrap_or_else(|| "-".into()),
+            opt(db.and_then(|d| d.avg_read_latency_us), 1),
+            db.map(|d| d.dbio_tables.idx_scan.to_string())
+                .unwrap_or_else(|| "-".into()),
+            device
+        )
+    };
+    for t in &r.targets {
+        let _ = writeln!(
+            o,
+            "{}",
+            row(
+                (t.index + 1).to_string(),
+                t.readers,
+                t.writers,
+                &t.read,
+                t.db.as_ref(),
+                t.device
+                    .as_ref()
+                    .map(|d| format!("{:.1}", d.reads_per_s))
+                    .unwrap_or_else(|| "-".into()),
+            )
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{}",
+        row(
+            "total".into(),
+            r.config.run.readers,
+            r.config.run.writers,
+            &r.client.read,
+            r.db.as_ref(),
+            "-".into(),
+        )
+    );
+    let _ = writeln!(
+        o,
+        "  total: reads and reads/s summed, p50/p99 of all sessions' merged histogram (not an average of the targets'), \
+         DB figures summed; device not summed (targets may share one)"
+    );
+    for t in &r.targets {
+        let mut one = r.clone();
+        one.db = t.db.clone();
+        one.waits = t.waits.clone();
+        one.device = t.device.clone();
+        one.host = t.host.clone();
+        one.environment = t.environment.clone();
+        one.client.ops_per_s = t.ops_per_s;
+        one.label = Some(format!(
+            "{} target {}",
+            r.label.as_deref().unwrap_or("run"),
+            t.index + 1
+        ));
+        one.targets.clear();
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Target {}: {}", t.index + 1, t.target);
+        db_sections(o, &one);
+    }
 }
 
 fn op_line(name: &str, m: &OpMetrics) -> String {
@@ -458,6 +587,12 @@ fn db_sections(o: &mut String, r: &RunResult) {
                     d.tables.join(", ")
                 },
                 d.source.as_deref().unwrap_or("this host's /proc/diskstats")
+            );
+        }
+        None if !r.targets.is_empty() => {
+            let _ = writeln!(
+                o,
+                "  device: per target (see Targets below: targets may share a device, so it is not summed)"
             );
         }
         None => {
@@ -777,6 +912,7 @@ mod tests {
             warmup_s: 0.0,
             sessions: vec![],
             histograms: [crate::stats::new_histogram(), crate::stats::new_histogram()],
+            by_target: vec![],
             timeseries: vec![],
             client_cpu: None,
             sessions_lost: 0,

@@ -65,6 +65,37 @@ pub struct RunResult {
     /// This result was merged from shards (`dbio merge`): which, and how they lined up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeInfo>,
+    /// A run over several targets (`target.dsns`): each target's sessions, client figures
+    /// and collector's figures. The run's own `client` is the totals (latency the merged
+    /// distribution), its `db` the targets' sums; `waits`, `device` and `host` are per target
+    /// only (two targets may share one device: summing would count it twice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetResult>,
+}
+
+/// One target of a run over several.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetResult {
+    /// 0-based, in `target.dsns` order (the sessions' `spec.target`).
+    pub index: u32,
+    /// The target as results show it (no password).
+    pub target: String,
+    /// Its server, settings and data set as its preflight found them.
+    pub environment: Environment,
+    pub readers: u32,
+    pub writers: u32,
+    /// Its sessions' operations, over the run's measured window.
+    pub read: OpMetrics,
+    pub update: OpMetrics,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    /// Its collector's figures (null where not collected, with the run's warning saying why).
+    pub db: Option<DbMetrics>,
+    pub waits: Option<WaitProfile>,
+    pub device: Option<DeviceMetrics>,
+    pub host: Option<HostMetrics>,
+    #[serde(default)]
+    pub missing_rights: Vec<MissingRight>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -387,7 +418,36 @@ impl RunResult {
             warnings,
             shard: None,
             merge: None,
+            targets: Vec::new(),
         }
+    }
+
+    /// One target's client figures, from its sessions (`spec.target == index`) and their
+    /// merged histograms, over the run's measured window; the collector's are left null.
+    pub fn target_client(
+        &self,
+        index: u32,
+        histograms: &[hdrhistogram::Histogram<u64>; 2],
+    ) -> (OpMetrics, OpMetrics) {
+        let secs = self.window.measured_s;
+        let mine: Vec<&SessionOutcome> = self
+            .sessions
+            .iter()
+            .filter(|s| s.spec.target == Some(index))
+            .collect();
+        let op = |kind: OpKind| {
+            let k = kind.index();
+            let count: u64 = mine.iter().map(|s| s.ops[k]).sum();
+            OpMetrics {
+                count,
+                errors: mine.iter().map(|s| s.errors[k]).sum(),
+                ops_per_s: if secs > 0.0 { count as f64 / secs } else { 0.0 },
+                rows: mine.iter().map(|s| s.rows[k]).sum(),
+                latency_us: LatencySummary::from_histogram(&histograms[k]),
+                histogram: encode_histogram(&histograms[k]),
+            }
+        };
+        (op(OpKind::Read), op(OpKind::Update))
     }
 
     /// Reads a result document; a malformed, truncated or newer one is a clear error.

@@ -16,7 +16,7 @@ pub(super) async fn check_cmd(
 ) -> Result<u8, Failure> {
     let mut config = load_config(common, data)?;
     if config.engine == Database::Oracle {
-        let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+        let admin = crate::oracle::admin_target(&config, common.one_dsn())?;
         return crate::oracle::check(&config, admin).await;
     }
     let target = resolve(&config, common)?;

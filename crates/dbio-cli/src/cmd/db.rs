@@ -9,13 +9,13 @@ use dbio_oracle::ConnectString;
 use dbio_postgres::Target;
 use dbio_postgres::backend::PgBackend;
 
-use super::resolve;
 use crate::Failure;
 use crate::args::CommonArgs;
 use crate::signals::interrupts;
 
 pub(crate) enum Db {
-    Postgres(Box<Target>),
+    /// One target, or several driven in one window (`target.dsns`).
+    Postgres(Vec<Target>),
     Oracle(ConnectString),
 }
 
@@ -25,9 +25,16 @@ impl Db {
     pub(crate) fn pick(config: &Config, common: &CommonArgs) -> Result<Db, Failure> {
         Ok(match config.engine {
             Database::Oracle => {
-                Db::Oracle(crate::oracle::admin_target(config, common.dsn.as_deref())?)
+                if !config.target.dsns.is_empty() {
+                    return Err(Failure::new(
+                        2,
+                        "engine: oracle drives one database: spread its sessions over the instances with \
+                         target.services (one connect identifier per instance), not --dsn repeated",
+                    ));
+                }
+                Db::Oracle(crate::oracle::admin_target(config, common.one_dsn())?)
             }
-            Database::Postgres => Db::Postgres(Box::new(resolve(config, common)?)),
+            Database::Postgres => Db::Postgres(crate::scratch_target::resolve_all(config, common)?),
         })
     }
 
@@ -43,12 +50,14 @@ impl Db {
         let compare = compare_with(&calibration);
         let calibrate = calibration.as_ref().map(|_| &compare as Calibrate);
         match self {
-            Db::Postgres(t) => {
-                let mut backend = PgBackend::new(t.as_ref().clone());
+            Db::Postgres(targets) => {
+                let mut backends: Vec<PgBackend> =
+                    targets.iter().cloned().map(PgBackend::new).collect();
+                let shown: Vec<String> = targets.iter().map(Target::redacted).collect();
                 Ok(bench::ramp(
-                    &mut backend,
+                    &mut backends,
                     config,
-                    &t.redacted(),
+                    &shown,
                     line,
                     quiet,
                     progress,
@@ -72,9 +81,10 @@ impl Db {
         calibration: Option<Calibrate<'_>>,
     ) -> Result<RunResult, Failure> {
         match self {
-            Db::Postgres(t) => {
-                let mut backend = PgBackend::new(t.as_ref().clone());
-                Ok(bench::run(&mut backend, config, output, interrupts(), calibration).await?)
+            Db::Postgres(targets) => {
+                let mut backends: Vec<PgBackend> =
+                    targets.iter().cloned().map(PgBackend::new).collect();
+                Ok(bench::run(&mut backends, config, output, interrupts(), calibration).await?)
             }
             Db::Oracle(admin) => {
                 crate::oracle::run(config, admin.clone(), output, calibration).await

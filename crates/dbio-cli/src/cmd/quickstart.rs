@@ -104,7 +104,7 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     }
     println!("== run ==");
     let output = RunOutput { quiet, ..STDERR };
-    let db = Db::Postgres(Box::new(target.clone()));
+    let db = Db::Postgres(vec![target.clone()]);
     let result = run_benchmark(config, &db, &output).await?;
     if result.status != RunStatus::Ok {
         return Ok(exit_code(&result));

@@ -30,9 +30,13 @@ pub(super) async fn ramp_cmd(
 ) -> Result<u8, Failure> {
     let mut config = crate::effective::ramp_config(common, data, ramp_args, run)?;
     let db = Db::pick(&config, common)?;
-    if let Db::Postgres(target) = &db {
+    // The data set is read from the first target's marks; every target's preflight then
+    // verifies it holds the same.
+    if let Db::Postgres(targets) = &db
+        && let Some(first) = targets.first()
+    {
         let ask = data_ask(common, data, &config)?;
-        discover(&mut config, &ask, target, quiet).await?;
+        discover(&mut config, &ask, first, quiet).await?;
     }
     let (result, dir) = ramp(&config, &db, quiet, run.format).await?;
     if record.record {

@@ -27,7 +27,7 @@ pub(super) async fn setup_cmd(
     config.validate()?;
     if config.engine == Database::Oracle {
         refuse_drop_dependents_on_oracle(drop_dependents)?;
-        let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+        let admin = crate::oracle::admin_target(&config, common.one_dsn())?;
         return crate::oracle::setup(&config, admin, force).await;
     }
     let target = resolve(&config, common)?;

@@ -21,7 +21,7 @@ pub(super) async fn teardown_cmd(
     let config = load_config(common, &data)?;
     if config.engine == Database::Oracle {
         refuse_drop_dependents_on_oracle(drop_dependents)?;
-        let admin = crate::oracle::admin_target(&config, common.dsn.as_deref())?;
+        let admin = crate::oracle::admin_target(&config, common.one_dsn())?;
         return crate::oracle::teardown(&config, admin, yes).await;
     }
     let target = resolve(&config, common)?;

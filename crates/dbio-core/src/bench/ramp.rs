@@ -61,18 +61,25 @@ pub fn steps(config: &Config) -> Vec<(u32, u32, u32)> {
     steps
 }
 
-/// Runs every step on `backend` and writes the ramp's files into its folder.
+/// Runs every step on `backends` (one per target) and writes the ramp's files into its
+/// folder; `targets` are the targets as results show them.
 #[allow(clippy::too_many_arguments)]
 pub async fn ramp<B: Backend>(
-    backend: &mut B,
+    backends: &mut [B],
     config: &Config,
-    target: &str,
+    targets: &[String],
     line: &(dyn Fn(&str) + Sync),
     quiet: bool,
     progress: &dyn RampProgress,
     interrupts: Interrupts,
     calibrate: Option<Calibrate<'_>>,
 ) -> Result<RampOutcome, BackendError> {
+    if !config.target.readers.is_empty() || !config.target.writers.is_empty() {
+        return Err(BackendError::usage(
+            "a ramp varies the session count: each step's readers and writers are spread over the targets \
+             round-robin; drop target.readers and target.writers (--target-readers/--target-writers)",
+        ));
+    }
     let steps = steps(config);
     let repeat = config.ramp.repeat.max(1);
     let label = config.run.label.clone().unwrap_or_else(|| "ramp".into());
@@ -150,7 +157,7 @@ pub async fn ramp<B: Backend>(
                     planned_run_s
                 )
             ));
-            match run(backend, &c, &output, interrupts.clone(), calibrate).await {
+            match run(backends, &c, &output, interrupts.clone(), calibrate).await {
                 Ok(r) => {
                     progress.done_one();
                     let step_status = r.status;
@@ -178,10 +185,17 @@ pub async fn ramp<B: Backend>(
                                 break 'steps;
                             }
                             // The server may be restarting: give it the connect timeout to come back.
-                            if !backend.wait_ready(config.target.connect_timeout.0).await {
-                                say(
-                                    "ramp: the server does not accept connections after the failed step",
-                                );
+                            for (t, b) in backends.iter().enumerate() {
+                                if !b.wait_ready(config.target.connect_timeout.0).await {
+                                    say(&format!(
+                                        "ramp: the server{} does not accept connections after the failed step",
+                                        targets
+                                            .get(t)
+                                            .filter(|_| targets.len() > 1)
+                                            .map(|t| format!(" {t}"))
+                                            .unwrap_or_default()
+                                    ));
+                                }
                             }
                         }
                     }
@@ -211,7 +225,11 @@ pub async fn ramp<B: Backend>(
         finished: chrono::Utc::now(),
         config: {
             let mut c = config.clone();
-            c.target.dsn = Some(target.to_string());
+            if config.target.dsns.is_empty() {
+                c.target.dsn = targets.first().cloned();
+            } else {
+                c.target.dsns = targets.to_vec();
+            }
             c.run.out = Some(dir.clone());
             c
         },

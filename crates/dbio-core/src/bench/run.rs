@@ -6,14 +6,14 @@
 use std::future::Future;
 
 use crate::Config;
-use crate::backend::{Backend, BackendError, WindowCollector, WindowFigures};
+use crate::backend::{Backend, BackendError, ServerFacts, WindowCollector, WindowFigures};
 use crate::config::SessionLoop;
 use crate::dbstats::CalibrationCompare;
 use crate::driver::{drive, drive_loops};
 use crate::interrupt::Interrupts;
 use crate::output;
 use crate::plan::RunPlan;
-use crate::result::{RunContext, RunResult};
+use crate::result::{RunContext, RunResult, SessionTls, TargetResult};
 
 use super::publish::{Output, progress_line, publish};
 
@@ -42,10 +42,66 @@ const MAX_CLOCK_OFFSET_S: f64 = 0.5;
 /// after the others).
 const LATE_START_S: f64 = 0.5;
 
-async fn begin<C: WindowCollector>(collector: Option<&mut C>) -> Result<(), String> {
-    match collector {
-        Some(c) => c.begin().await,
-        None => Ok(()),
+/// Opens the window on every target's collector, in target order.
+async fn begin_all<C: WindowCollector>(collectors: &mut [C]) -> Result<(), String> {
+    for c in collectors.iter_mut() {
+        c.begin().await?;
+    }
+    Ok(())
+}
+
+/// `what` said of target `t` of a run over several ("target 2 (host=b ...): what"); as is
+/// for one target.
+fn of_target(facts: &[ServerFacts], t: usize, what: &str) -> String {
+    if facts.len() <= 1 {
+        what.to_string()
+    } else {
+        format!("target {} ({}): {what}", t + 1, facts[t].target)
+    }
+}
+
+/// The run's TLS line from each target's: sessions counted over all, TLS only when every
+/// target's sessions used it.
+fn combine_tls(parts: Vec<Option<SessionTls>>) -> Option<SessionTls> {
+    if parts.len() <= 1 {
+        return parts.into_iter().next().flatten();
+    }
+    let parts: Vec<SessionTls> = parts.into_iter().collect::<Option<Vec<_>>>()?;
+    Some(SessionTls {
+        used: parts.iter().all(|p| p.used),
+        sessions: parts.iter().map(|p| p.sessions).sum(),
+        sessions_with_tls: parts.iter().map(|p| p.sessions_with_tls).sum(),
+        protocol: parts.iter().find_map(|p| p.protocol.clone()),
+        cipher: parts.iter().find_map(|p| p.cipher.clone()),
+    })
+}
+
+/// Every target's collector, in target order (none when this shard does not collect).
+async fn collectors<B: Backend>(
+    backends: &mut [B],
+    plan: &RunPlan,
+    facts: &[ServerFacts],
+    collects: bool,
+    interrupts: &Interrupts,
+) -> Result<Vec<B::Collector>, BackendError> {
+    let mut out = Vec::new();
+    if !collects {
+        return Ok(out);
+    }
+    for (t, b) in backends.iter_mut().enumerate() {
+        let c = interruptible(b.collector(&plan.for_target(t)), interrupts)
+            .await
+            .map_err(|e| on_target(facts, t, e))?;
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// A backend's error, naming its target in a run over several.
+fn on_target(facts: &[ServerFacts], t: usize, e: BackendError) -> BackendError {
+    BackendError {
+        exit_code: e.exit_code,
+        message: of_target(facts, t, &e.message),
     }
 }
 
@@ -85,20 +141,34 @@ async fn wait_for_start(
     Ok(())
 }
 
-/// One measured window on `backend`, its result written to the run's folder.
+/// One measured window on `backends` (one per target: `target.dsns`, else one), its result
+/// written to the run's folder.
 pub async fn run<B: Backend>(
-    backend: &mut B,
+    backends: &mut [B],
     config: &Config,
     output: &Output<'_>,
     interrupts: Interrupts,
     calibrate: Option<Calibrate<'_>>,
 ) -> Result<RunResult, BackendError> {
     config.validate()?;
-    backend.refuse(config)?;
-    if config.run.engine == SessionLoop::Server && !backend.server_loop() {
+    let configs = config.target_configs();
+    if backends.len() != configs.len() {
+        return Err(BackendError::failed(format!(
+            "internal: {} target(s) configured, {} backend(s) given",
+            configs.len(),
+            backends.len()
+        )));
+    }
+    let many = configs.len() > 1;
+    for (b, c) in backends.iter().zip(&configs) {
+        b.refuse(c)?;
+    }
+    if config.run.engine == SessionLoop::Server
+        && let Some(b) = backends.iter().find(|b| !b.server_loop())
+    {
         return Err(BackendError::usage(format!(
             "run.engine: server runs the loop inside PostgreSQL; {} has no server-side loop in dbio: use run.engine: client",
-            backend.name()
+            b.name()
         )));
     }
     // The result folder is checked (new or empty, writable) before preflight's VACUUM and
@@ -110,79 +180,139 @@ pub async fn run<B: Backend>(
         r.label.as_deref().unwrap_or("run"),
         r.overwrite,
     )?;
-    let facts = interruptible(backend.preflight(config), &interrupts).await?;
-    for n in &facts.notes {
-        output.note(&format!("run: {n}"));
+    let mut facts: Vec<ServerFacts> = Vec::new();
+    for (t, (b, c)) in backends.iter_mut().zip(&configs).enumerate() {
+        let f = interruptible(b.preflight(c), &interrupts)
+            .await
+            .map_err(|e| BackendError {
+                exit_code: e.exit_code,
+                message: if many {
+                    format!("target {} of {}: {}", t + 1, configs.len(), e.message)
+                } else {
+                    e.message
+                },
+            })?;
+        facts.push(f);
+    }
+    same_data_set(&facts)?;
+    for (t, f) in facts.iter().enumerate() {
+        for n in &f.notes {
+            output.note(&format!("run: {}", of_target(&facts, t, n)));
+        }
     }
     let plan = RunPlan::new(
         config,
-        facts.block_size,
-        facts.schema_names.clone(),
-        facts.target.clone(),
+        facts[0].block_size,
+        facts[0].schema_names.clone(),
+        facts.iter().map(|f| f.target.clone()).collect(),
         &out_dir,
         output.quiet,
     )?;
-    output.note(&format!(
-        "run: {} reader(s), {} writer(s) on {} ({}); connecting and preparing",
-        r.readers, r.writers, facts.target, facts.describe
-    ));
-    let mut environment = facts.environment;
-    let mut warnings = facts.warnings;
+    let split = config.session_split();
+    if many {
+        let each: Vec<String> = facts
+            .iter()
+            .zip(&split)
+            .map(|(f, (rd, wr))| {
+                format!(
+                    "{} ({}): {rd} reader(s), {wr} writer(s)",
+                    f.target, f.describe
+                )
+            })
+            .collect();
+        output.note(&format!(
+            "run: {} reader(s), {} writer(s) over {} targets: {}; connecting and preparing",
+            r.readers,
+            r.writers,
+            facts.len(),
+            each.join("; ")
+        ));
+    } else {
+        output.note(&format!(
+            "run: {} reader(s), {} writer(s) on {} ({}); connecting and preparing",
+            r.readers, r.writers, facts[0].target, facts[0].describe
+        ));
+    }
+    let mut environment = facts[0].environment.clone();
+    if many {
+        environment.target = plan.targets().join(" + ");
+        environment.server_version = facts
+            .iter()
+            .map(|f| f.environment.server_version.as_str())
+            .collect::<Vec<_>>()
+            .join(" + ");
+    }
+    let mut warnings: Vec<String> = facts
+        .iter()
+        .enumerate()
+        .flat_map(|(t, f)| f.warnings.iter().map(move |w| (t, w)))
+        .map(|(t, w)| of_target(&facts, t, w))
+        .collect();
     let sessions_n = plan.specs().len();
     let shard = r.shard();
     let start_at = r.start_at();
-    if start_at.is_some()
-        && let Some(offset) = interruptible(backend.clock_offset_s(), &interrupts).await?
-        && offset.abs() > MAX_CLOCK_OFFSET_S
-    {
-        return Err(BackendError::usage(format!(
-            "this host's clock is {offset:+.3} s from the server's: shards started at run.start_at would not \
-             share a window (at most {MAX_CLOCK_OFFSET_S} s allowed); synchronise the clocks (chrony, NTP)"
-        )));
+    if start_at.is_some() {
+        for b in backends.iter_mut() {
+            if let Some(offset) = interruptible(b.clock_offset_s(), &interrupts).await?
+                && offset.abs() > MAX_CLOCK_OFFSET_S
+            {
+                return Err(BackendError::usage(format!(
+                    "this host's clock is {offset:+.3} s from the server's: shards started at run.start_at would not \
+                     share a window (at most {MAX_CLOCK_OFFSET_S} s allowed); synchronise the clocks (chrony, NTP)"
+                )));
+            }
+        }
     }
     // One shard collects the database's figures (the others' would count the same server
     // twice); dbio merge takes them from it.
     let collects = shard.is_none_or(|s| s.index == 0);
-    let (outcome, collector) = match plan.engine() {
+    let mut tls = Vec::new();
+    let (mut outcome, collectors) = match plan.engine() {
         SessionLoop::Client => {
-            let opened = interruptible(backend.open_sessions(&plan), &interrupts).await?;
-            environment.session_tls = opened.tls;
-            let mut collector = if collects {
-                Some(interruptible(backend.collector(&plan), &interrupts).await?)
-            } else {
-                None
-            };
+            let mut sessions = Vec::new();
+            for (t, b) in backends.iter_mut().enumerate() {
+                let opened = interruptible(b.open_sessions(&plan.for_target(t)), &interrupts)
+                    .await
+                    .map_err(|e| on_target(&facts, t, e))?;
+                tls.push(opened.tls);
+                sessions.extend(opened.sessions);
+            }
+            sessions.sort_by_key(|(spec, _)| spec.index);
+            let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
             wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!("run: {sessions_n} sessions ready; measuring"));
             let outcome = drive(
-                opened.sessions,
+                sessions,
                 plan.drive(),
                 interrupts.clone(),
                 |p| output.note(&progress_line(p)),
-                || begin(collector.as_mut()),
+                || begin_all(&mut collectors),
             )
             .await;
-            (outcome, collector)
+            (outcome, collectors)
         }
         SessionLoop::Server => {
-            let opened = interruptible(backend.open_loop_sessions(&plan), &interrupts).await?;
-            environment.session_tls = opened.tls;
-            let mut collector = if collects {
-                Some(interruptible(backend.collector(&plan), &interrupts).await?)
-            } else {
-                None
-            };
+            let mut sessions = Vec::new();
+            for (t, b) in backends.iter_mut().enumerate() {
+                let opened = interruptible(b.open_loop_sessions(&plan.for_target(t)), &interrupts)
+                    .await
+                    .map_err(|e| on_target(&facts, t, e))?;
+                tls.push(opened.tls);
+                sessions.extend(opened.sessions);
+            }
+            sessions.sort_by_key(|(spec, _)| spec.index);
+            let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
             wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!(
                 "run: {sessions_n} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
                 r.run_time
             ));
             let outcome = drive_loops(
-                opened.sessions,
+                sessions,
                 plan.run_time(),
                 plan.drive().grace,
                 interrupts.clone(),
-                || begin(collector.as_mut()),
+                || begin_all(&mut collectors),
             )
             .await;
             warnings.push(
@@ -191,47 +321,117 @@ pub async fn run<B: Backend>(
                  idle cost, not a per-operation cost"
                     .into(),
             );
-            (outcome, collector)
+            (outcome, collectors)
         }
     };
+    environment.session_tls = combine_tls(tls.clone());
     // The database's counters cover the window until the last session stopped.
     let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
-    let collected = match collector {
-        Some(collector) => tokio::select! {
-            c = collector.end(db_window_s) => c,
-            by = interrupts.clone().reached(2) => WindowFigures::skipped(format!(
-                "database statistics were not collected: {by} a second time ended the run at once"
-            )),
-        },
-        None => WindowFigures::skipped(format!(
+    let collected: Vec<WindowFigures> = if collectors.is_empty() {
+        vec![WindowFigures::skipped(format!(
             "shard {}: the database's figures are collected by shard 0 of this run; `dbio merge` takes them from it",
             r.shard.as_deref().unwrap_or("")
-        )),
+        ))]
+    } else {
+        let n = collectors.len();
+        tokio::select! {
+            c = futures_util::future::join_all(collectors.into_iter().map(|c| c.end(db_window_s))) => c,
+            by = interrupts.clone().reached(2) => (0..n).map(|_| WindowFigures::skipped(format!(
+                "database statistics were not collected: {by} a second time ended the run at once"
+            ))).collect(),
+        }
     };
-    backend.end_run();
-    warnings.extend(collected.warnings);
-    for (name, body) in &collected.files {
-        output::write_atomic(&out_dir.join(name), body)?;
+    for b in backends.iter_mut() {
+        b.end_run();
     }
-    let db_read_iops = collected.db.as_ref().map(|d| d.read_iops);
-    let db_latency = collected.db.as_ref().and_then(|d| d.avg_read_latency_us);
+    let mut per_target = Vec::new();
+    for (t, c) in collected.into_iter().enumerate() {
+        warnings.extend(c.warnings.iter().map(|w| of_target(&facts, t, w)));
+        for (name, body) in &c.files {
+            let name = if many {
+                format!("target-{}-{name}", t + 1)
+            } else {
+                name.clone()
+            };
+            output::write_atomic(&out_dir.join(name), body)?;
+        }
+        per_target.push(c);
+    }
+    if many {
+        warnings.extend(shared_devices(&per_target));
+    }
+    let (db, waits, device, host, missing_rights) = if many {
+        let dbs: Vec<&crate::dbstats::DbMetrics> =
+            per_target.iter().filter_map(|c| c.db.as_ref()).collect();
+        let db = if dbs.len() == per_target.len() {
+            crate::dbstats::DbMetrics::sum(&dbs)
+        } else {
+            if collects {
+                warnings.push(format!(
+                    "database figures are missing for {} of {} targets: the run's database totals are null \
+                     (they would leave those targets out); see targets[]",
+                    per_target.len() - dbs.len(),
+                    per_target.len()
+                ));
+            }
+            None
+        };
+        let mut missing: Vec<crate::dbstats::MissingRight> = Vec::new();
+        for m in per_target.iter().flat_map(|c| c.missing_rights.iter()) {
+            if !missing.contains(m) {
+                missing.push(m.clone());
+            }
+        }
+        (db, None, None, None, missing)
+    } else {
+        let c = per_target.pop().unwrap_or_default();
+        (c.db, c.waits, c.device, c.host, c.missing_rights)
+    };
+    let db_read_iops = db.as_ref().map(|d| d.read_iops);
+    let db_latency = db.as_ref().and_then(|d| d.avg_read_latency_us);
     let calibration = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
+    let by_target = std::mem::take(&mut outcome.by_target);
     let mut result = RunResult::build(
         RunContext {
             config: plan.config().clone(),
             environment,
             warnings,
-            db: collected.db,
-            waits: collected.waits,
-            device: collected.device,
+            db,
+            waits,
+            device,
             calibration,
         },
         plan.window(),
         outcome,
     );
-    result.host = collected.host;
-    result.missing_rights = collected.missing_rights;
+    result.host = host;
+    result.missing_rights = missing_rights;
+    if many {
+        for (t, c) in per_target.into_iter().enumerate() {
+            let empty = [crate::stats::new_histogram(), crate::stats::new_histogram()];
+            let (read, update) = result.target_client(t as u32, by_target.get(t).unwrap_or(&empty));
+            let (readers, writers) = split.get(t).copied().unwrap_or_default();
+            let mut environment = facts[t].environment.clone();
+            environment.session_tls = tls.get(t).cloned().flatten();
+            result.targets.push(TargetResult {
+                index: t as u32,
+                target: facts[t].target.clone(),
+                environment,
+                readers,
+                writers,
+                ops: read.count + update.count,
+                ops_per_s: read.ops_per_s + update.ops_per_s,
+                read,
+                update,
+                db: c.db,
+                waits: c.waits,
+                device: c.device,
+                host: c.host,
+                missing_rights: c.missing_rights,
+            });
+        }
+    }
     if let (Some(shard), Some(run_id)) = (shard, &r.run_id) {
         result.shard = Some(crate::merge::ShardInfo {
             run_id: run_id.clone(),
@@ -242,4 +442,55 @@ pub async fn run<B: Backend>(
     }
     publish(&result, &out_dir, output)?;
     Ok(result)
+}
+
+/// Targets whose collectors measured the same device number: on one host, each one's device
+/// figures are the I/O of all of them.
+fn shared_devices(per_target: &[WindowFigures]) -> Vec<String> {
+    let mut seen: Vec<(String, Vec<usize>)> = Vec::new();
+    for (t, c) in per_target.iter().enumerate() {
+        let Some(d) = &c.device else { continue };
+        let key = format!("{} {}", d.device, d.major_minor.as_deref().unwrap_or("-"));
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ts)) => ts.push(t + 1),
+            None => seen.push((key, vec![t + 1])),
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, ts)| ts.len() > 1)
+        .map(|(key, ts)| {
+            let names: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
+            format!(
+                "targets {} report the same device ({key}): if they run on one host, each one's device \
+                 figures are the I/O of all of them (the report does not sum them)",
+                names.join(" and ")
+            )
+        })
+        .collect()
+}
+
+/// The targets of one run hold the same data set: block size and schemas (the sessions read
+/// the same blocks on each).
+fn same_data_set(facts: &[ServerFacts]) -> Result<(), BackendError> {
+    let f0 = &facts[0];
+    for f in &facts[1..] {
+        if f.block_size != f0.block_size {
+            return Err(BackendError::usage(format!(
+                "{} has {}-byte blocks and {} {}-byte blocks: the targets of one run must read the same blocks; \
+                 drive them in separate runs",
+                f.target, f.block_size, f0.target, f0.block_size
+            )));
+        }
+        if f.schema_names != f0.schema_names {
+            return Err(BackendError::usage(format!(
+                "{} holds schemas {} and {} holds {}: load the same data set on every target \
+                 (`dbio setup --dsn ... --schemas N --scale S` on each)",
+                f.target,
+                f.schema_names.join(","),
+                f0.target,
+                f0.schema_names.join(",")
+            )));
+        }
+    }
+    Ok(())
 }

@@ -141,6 +141,19 @@ impl Default for CollectorConfig {
 pub struct TargetConfig {
     /// libpq-style connection string or URL; PG* variables and `--dsn` override its parts.
     pub dsn: Option<String>,
+    /// Several targets driven in one window (`--dsn` repeated): the sessions are spread over
+    /// them, each has its own collector, and the report has a row per target and the
+    /// totals. Each DSN is complete in itself: PG* variables only fill what it leaves out.
+    /// Instead of `dsn`, never beside it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dsns: Vec<String>,
+    /// Readers per target, in `dsns` order; empty = `run.readers` spread over the targets
+    /// round-robin. When given, the run's readers are their sum.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readers: Vec<u32>,
+    /// Writers per target, as `readers`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writers: Vec<u32>,
     /// How long a connection attempt may take before dbio gives up.
     pub connect_timeout: Dur,
     /// Longest a session's statement may run (lock waits included) before the server
@@ -385,6 +398,9 @@ impl Default for TargetConfig {
     fn default() -> Self {
         TargetConfig {
             dsn: None,
+            dsns: Vec::new(),
+            readers: Vec::new(),
+            writers: Vec::new(),
             connect_timeout: Dur(Duration::from_secs(10)),
             statement_timeout: Dur(Duration::ZERO),
             services: Vec::new(),
@@ -485,7 +501,21 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))
+        let mut c =
+            serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))?;
+        c.totals_from_targets();
+        Ok(c)
+    }
+
+    /// Per-target session counts set the run's totals (`target.readers` replaces
+    /// `run.readers`, `target.writers` replaces `run.writers`).
+    pub fn totals_from_targets(&mut self) {
+        if !self.target.readers.is_empty() {
+            self.run.readers = self.target.readers.iter().sum();
+        }
+        if !self.target.writers.is_empty() {
+            self.run.writers = self.target.writers.iter().sum();
+        }
     }
 
     /// The keys a YAML file sets, as a JSON tree (for `dbio config`'s sources); null when the
@@ -523,8 +553,126 @@ impl Config {
         })
     }
 
+    /// How many targets the run drives in one window (1 unless `target.dsns` names several).
+    pub fn targets_n(&self) -> usize {
+        self.target.dsns.len().max(1)
+    }
+
+    /// (readers, writers) of each target: `target.readers`/`target.writers` when given,
+    /// else the run's spread round-robin (the first targets get one more when they do not
+    /// divide evenly).
+    pub fn session_split(&self) -> Vec<(u32, u32)> {
+        let n = self.targets_n() as u32;
+        let spread = |total: u32, t: u32| total / n + u32::from(t < total % n);
+        (0..n)
+            .map(|t| {
+                let i = t as usize;
+                (
+                    self.target
+                        .readers
+                        .get(i)
+                        .copied()
+                        .unwrap_or_else(|| spread(self.run.readers, t)),
+                    self.target
+                        .writers
+                        .get(i)
+                        .copied()
+                        .unwrap_or_else(|| spread(self.run.writers, t)),
+                )
+            })
+            .collect()
+    }
+
+    /// The configuration each target's backend is given: its own DSN as `target.dsn` and its
+    /// share of the sessions as `run.readers`/`run.writers`; one (this one) for one target.
+    pub fn target_configs(&self) -> Vec<Config> {
+        if self.target.dsns.is_empty() {
+            return vec![self.clone()];
+        }
+        self.target
+            .dsns
+            .iter()
+            .zip(self.session_split())
+            .map(|(dsn, (readers, writers))| {
+                let mut c = self.clone();
+                c.target.dsn = Some(dsn.clone());
+                c.target.dsns.clear();
+                c.target.readers.clear();
+                c.target.writers.clear();
+                c.run.readers = readers;
+                c.run.writers = writers;
+                c
+            })
+            .collect()
+    }
+
+    /// `target.dsns` and the per-target session counts agree with each other and the run.
+    fn validate_targets(&self) -> Result<(), CoreError> {
+        let t = &self.target;
+        if t.dsns.is_empty() {
+            for (key, v) in [
+                ("target.readers", &t.readers),
+                ("target.writers", &t.writers),
+            ] {
+                if !v.is_empty() {
+                    return Err(CoreError::invalid(
+                        key,
+                        format!(
+                            "{key} gives the sessions of each target in target.dsns; with one target use run.readers and run.writers"
+                        ),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        if t.dsn.is_some() {
+            return Err(CoreError::invalid(
+                "target.dsns",
+                "give target.dsn (one target) or target.dsns (several), not both",
+            ));
+        }
+        if t.dsns.iter().any(|d| d.trim().is_empty()) {
+            return Err(CoreError::invalid(
+                "target.dsns",
+                "an empty connection string in target.dsns: give each target's DSN",
+            ));
+        }
+        for (key, v, total) in [
+            ("target.readers", &t.readers, self.run.readers),
+            ("target.writers", &t.writers, self.run.writers),
+        ] {
+            if !v.is_empty() && v.len() != t.dsns.len() {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "{key} has {} count(s) for {} target(s): give one per DSN in target.dsns, in order",
+                        v.len(),
+                        t.dsns.len()
+                    ),
+                ));
+            }
+            let sum: u32 = v.iter().sum();
+            if !v.is_empty() && sum != total {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "{key} {v:?} sums to {sum} but the run has {total}: per-target counts set the run's total, so give one or make them agree"
+                    ),
+                ));
+            }
+        }
+        if self.run.shard.is_some() {
+            return Err(CoreError::invalid(
+                "run.shard",
+                "shards drive one target each: run the shards of a several-target run against one target, or drive the targets from one process",
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks every value against its allowed range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), CoreError> {
+        self.validate_targets()?;
         if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
@@ -1114,5 +1262,55 @@ mod tests {
         // A work_loop run has no fixed window to check.
         c.run.work_loop = 10;
         assert!(c.validate_run(8192).is_ok());
+    }
+
+    #[test]
+    fn several_targets_split_the_sessions() {
+        let c = Config::from_yaml(
+            "target:\n  dsns: [\"host=a\", \"host=b\", \"host=c\"]\nrun:\n  readers: 4\n  writers: 1\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.targets_n(), 3);
+        assert_eq!(c.session_split(), vec![(2, 1), (1, 0), (1, 0)]);
+        let each = c.target_configs();
+        assert_eq!(each.len(), 3);
+        assert_eq!(each[1].target.dsn.as_deref(), Some("host=b"));
+        assert!(each[1].target.dsns.is_empty());
+        assert_eq!((each[0].run.readers, each[0].run.writers), (2, 1));
+
+        // Per-target counts set the totals.
+        let c = Config::from_yaml(
+            "target:\n  dsns: [\"host=a\", \"host=b\"]\n  readers: [3, 1]\n  writers: [0, 2]\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!((c.run.readers, c.run.writers), (4, 2));
+        assert_eq!(c.session_split(), vec![(3, 0), (1, 2)]);
+    }
+
+    #[test]
+    fn several_target_mistakes_are_named() {
+        let err = |yaml: &str| {
+            Config::from_yaml(yaml)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err("target:\n  dsn: \"host=a\"\n  dsns: [\"host=b\", \"host=c\"]\n")
+                .contains("not both")
+        );
+        assert!(
+            err("target:\n  dsns: [\"host=a\", \"host=b\"]\n  readers: [1]\n")
+                .contains("1 count(s) for 2 target(s)")
+        );
+        assert!(err("target:\n  readers: [1]\n").contains("with one target"));
+        assert!(err("target:\n  dsns: [\"host=a\", \"\"]\n").contains("empty connection string"));
+        assert!(
+            err("target:\n  dsns: [\"host=a\", \"host=b\"]\nrun:\n  shard: 0/2\n  run_id: x\n  readers: 2\n")
+                .contains("shards drive one target")
+        );
     }
 }

@@ -411,7 +411,7 @@ where
         }
     }
 
-    let histograms = merge_histograms(&mut outcomes);
+    let (histograms, by_target) = merge_histograms(&mut outcomes);
     let (status, error) = shared.status();
     let measured_s = (end_instant - measure_from).as_secs_f64();
     // The database's counters run until the last session has stopped (its statement
@@ -429,6 +429,7 @@ where
         warmup_s: cfg.warmup.as_secs_f64(),
         sessions: outcomes,
         histograms,
+        by_target,
         timeseries,
         client_cpu,
         sessions_lost,

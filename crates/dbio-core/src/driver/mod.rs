@@ -23,7 +23,7 @@ pub use outcome::{
     CpuUsage, DriveOutcome, EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome,
 };
 pub use server_loop::{LoopCounts, LoopSession, drive_loops};
-pub use session::{Canceller, OpError, Session, SessionSpec, session_specs};
+pub use session::{Canceller, OpError, Session, SessionSpec, session_specs, session_specs_over};
 pub use timeseries::{IntervalRow, Progress};
 pub use usage::{cpu_now, max_rss_kib};
 

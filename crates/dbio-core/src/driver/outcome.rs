@@ -186,6 +186,9 @@ pub struct DriveOutcome {
     pub sessions: Vec<SessionOutcome>,
     /// Merged over sessions: read, update.
     pub histograms: [Histogram<u64>; 2],
+    /// Merged over each target's sessions (`spec.target`), in target order; empty for a run
+    /// over one target.
+    pub by_target: Vec<[Histogram<u64>; 2]>,
     pub timeseries: Vec<IntervalRow>,
     /// This process's CPU during the measured window (all threads).
     pub client_cpu: Option<CpuUsage>,
@@ -193,14 +196,25 @@ pub struct DriveOutcome {
     pub sessions_lost: u32,
 }
 
-/// The run's read and update histograms: every session's, merged; sessions in index order.
-pub(super) fn merge_histograms(outcomes: &mut [SessionOutcome]) -> [Histogram<u64>; 2] {
+/// The run's read and update histograms: every session's, merged, and each target's
+/// sessions' (empty for one target); sessions in index order.
+pub(super) type Merged = ([Histogram<u64>; 2], Vec<[Histogram<u64>; 2]>);
+
+pub(super) fn merge_histograms(outcomes: &mut [SessionOutcome]) -> Merged {
     let mut histograms = [new_histogram(), new_histogram()];
+    let mut by_target: Vec<[Histogram<u64>; 2]> = Vec::new();
     for o in outcomes.iter_mut() {
         if let Some(h) = o.histograms.take() {
             h.merge_into(&mut histograms);
+            if let Some(t) = o.spec.target {
+                let t = t as usize;
+                while by_target.len() <= t {
+                    by_target.push([new_histogram(), new_histogram()]);
+                }
+                h.merge_into(&mut by_target[t]);
+            }
         }
     }
     outcomes.sort_by_key(|o| o.spec.index);
-    histograms
+    (histograms, by_target)
 }

@@ -207,7 +207,7 @@ where
         .unwrap_or(measure_from)
         .max(measure_from);
     let client_cpu = cpu_since(cpu_start);
-    let histograms = merge_histograms(&mut outcomes);
+    let (histograms, by_target) = merge_histograms(&mut outcomes);
     let (status, error) = shared.status();
     let measured_s = (end_instant - measure_from).as_secs_f64();
     DriveOutcome {
@@ -221,6 +221,7 @@ where
         warmup_s: 0.0,
         sessions: outcomes,
         histograms,
+        by_target,
         timeseries: Vec::new(),
         client_cpu,
         sessions_lost,

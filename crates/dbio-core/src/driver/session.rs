@@ -46,6 +46,9 @@ pub struct SessionSpec {
     pub name: String,
     pub kind: SessionKind,
     pub schema: String,
+    /// The target (0-based, in `target.dsns` order) of a run over several; absent for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u32>,
 }
 
 /// Sessions for R readers and W writers over `schemas` schemas: readers first, then writers,
@@ -56,26 +59,108 @@ pub fn session_specs(
     schema_names: &[String],
     hot_schema: bool,
 ) -> Vec<SessionSpec> {
-    let kinds = (1..=readers)
-        .map(|n| (SessionKind::Reader, n))
-        .chain((1..=writers).map(|n| (SessionKind::Writer, n)));
-    kinds
-        .enumerate()
-        .map(|(i, (kind, n))| {
+    session_specs_over(&[(readers, writers)], schema_names, hot_schema)
+}
+
+/// Sessions over several targets, `split` giving each target's (readers, writers): numbered
+/// and seeded as in a one-target run of the totals (readers first, then writers), each
+/// reader and writer handed to the next target round-robin that still has room, and mapped
+/// to its target's schemas round-robin in the order that target receives them (so every
+/// target's schemas are used as in a run of its own). With one target the specs are those of
+/// a one-target run, with no target recorded.
+pub fn session_specs_over(
+    split: &[(u32, u32)],
+    schema_names: &[String],
+    hot_schema: bool,
+) -> Vec<SessionSpec> {
+    let many = split.len() > 1;
+    let mut per_target = vec![0u32; split.len()];
+    let mut specs = Vec::new();
+    for (kind, quota) in [
+        (
+            SessionKind::Reader,
+            split.iter().map(|s| s.0).collect::<Vec<_>>(),
+        ),
+        (
+            SessionKind::Writer,
+            split.iter().map(|s| s.1).collect::<Vec<_>>(),
+        ),
+    ] {
+        let mut left = quota;
+        let total: u32 = left.iter().sum();
+        let mut next = 0usize;
+        for n in 1..=total {
+            while left[next % left.len()] == 0 {
+                next += 1;
+            }
+            let t = next % left.len();
+            left[t] -= 1;
+            next += 1;
+            let local = per_target[t] as usize;
+            per_target[t] += 1;
             let schema = if hot_schema || schema_names.is_empty() {
                 schema_names.first().cloned().unwrap_or_default()
             } else {
-                schema_names[i % schema_names.len()].clone()
+                schema_names[local % schema_names.len()].clone()
             };
-            SessionSpec {
-                index: i as u32,
+            specs.push(SessionSpec {
+                index: specs.len() as u32,
                 name: match kind {
                     SessionKind::Reader => format!("dbio-reader-{n}"),
                     SessionKind::Writer => format!("dbio-writer-{n}"),
                 },
                 kind,
                 schema,
-            }
-        })
-        .collect()
+                target: many.then_some(t as u32),
+            });
+        }
+    }
+    specs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(specs: &[SessionSpec]) -> Vec<(String, Option<u32>, String)> {
+        specs
+            .iter()
+            .map(|s| (s.name.clone(), s.target, s.schema.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn one_target_is_the_one_target_run() {
+        let schemas = vec!["user1".to_string(), "user2".to_string()];
+        let s = session_specs(3, 1, &schemas, false);
+        assert_eq!(
+            names(&s),
+            vec![
+                ("dbio-reader-1".into(), None, "user1".into()),
+                ("dbio-reader-2".into(), None, "user2".into()),
+                ("dbio-reader-3".into(), None, "user1".into()),
+                ("dbio-writer-1".into(), None, "user2".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn targets_take_sessions_round_robin_within_their_counts() {
+        let schemas = vec!["user1".to_string(), "user2".to_string()];
+        // 3 readers on the first target, 1 on the second; the writer on the second.
+        let s = session_specs_over(&[(3, 0), (1, 1)], &schemas, false);
+        assert_eq!(
+            names(&s),
+            vec![
+                ("dbio-reader-1".into(), Some(0), "user1".into()),
+                ("dbio-reader-2".into(), Some(1), "user1".into()),
+                ("dbio-reader-3".into(), Some(0), "user2".into()),
+                ("dbio-reader-4".into(), Some(0), "user1".into()),
+                ("dbio-writer-1".into(), Some(1), "user2".into()),
+            ]
+        );
+        let idx: Vec<u32> = s.iter().map(|s| s.index).collect();
+        assert_eq!(idx, vec![0, 1, 2, 3, 4]);
+        assert!(session_specs_over(&[(0, 0), (0, 0)], &schemas, false).is_empty());
+    }
 }
