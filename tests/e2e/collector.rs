@@ -44,15 +44,7 @@ async fn own_reads(c: &tokio_postgres::Client, major: u32) -> (f64, f64) {
     // after it exits: setup's reads arrived after the "before" reading and were counted as
     // the run's (CI, PostgreSQL 13: 339,254 vs 369,813). Read until two readings 1 s apart
     // agree.
-    let mut last = read().await;
-    loop {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        let now = read().await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
+    dbio_tests::settled(read).await
 }
 
 /// A cold-read run: the result's read IOPS and latency against the test's own reading of the

@@ -396,15 +396,7 @@ async fn vacuums(c: &tokio_postgres::Client) -> i64 {
         .unwrap()
         .get::<_, i64>(0)
     };
-    let mut last = read().await;
-    loop {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        let now = read().await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
+    dbio_tests::settled(read).await
 }
 
 /// idx_tup_read and idx_tup_fetch of i_cf1 in user1: a plain index scan fetches the rows it

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{
+    TestCluster, assert_exit, dbio, num, read_result, settled, stderr, wait_no_dbio_sessions,
+};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -24,16 +26,7 @@ async fn idx_scans(c: &tokio_postgres::Client) -> u64 {
             .unwrap();
         row.get::<_, i64>(0) as u64
     };
-    let mut last = read().await;
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = read().await;
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    last
+    settled(read).await
 }
 
 fn n(v: &Value, path: &[&str]) -> u64 {

@@ -317,3 +317,24 @@ pub fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
     cur.as_f64()
         .unwrap_or_else(|| panic!("{path:?} is not a number: {cur}"))
 }
+
+/// A statistic once it has settled: 13 and 14 publish a backend's counts through the
+/// statistics collector up to ~0.5 s after the fact, so `read` is called until two readings
+/// 1 s apart agree (at most 30 s, then the last reading).
+pub async fn settled<T, F, Fut>(read: F) -> T
+where
+    T: PartialEq,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut last = read().await;
+    for _ in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = read().await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}

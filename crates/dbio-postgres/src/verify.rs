@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 use dbio_core::config::ReadPath;
 use dbio_core::dataset::DataSetPlan;
 use dbio_core::result::{ReadPathInfo, TableFacts};
-use tokio_postgres::{Client, Row, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 use crate::error::{PgError, Result};
-use crate::marker::{self, Ownership};
+use crate::marker::{self, Ownership, col};
 use crate::{maintenance, sql};
 
 /// Rows by reltuples below this share of the scale: rows were deleted outside dbio. VACUUM
@@ -75,14 +75,6 @@ fn refuse(schema: &str, problem: String) -> PgError {
     PgError::Usage(format!(
         "the data set is not fit to run against: schema {schema}: {problem}"
     ))
-}
-
-fn col<T: for<'a> tokio_postgres::types::FromSql<'a>>(
-    row: &Row,
-    i: usize,
-    what: &str,
-) -> Result<T> {
-    row.try_get(i).map_err(|e| PgError::from_db(what, &e))
 }
 
 /// Verifies every schema of the data set (size, where it is) and the read plan of the
@@ -144,7 +136,7 @@ async fn default_tablespace(client: &Client) -> Result<String> {
         .query_one(sql::DEFAULT_TABLESPACE, &[])
         .await
         .map_err(|e| PgError::from_db("reading the database's default tablespace", &e))?;
-    col(&row, 0, "reading the database's default tablespace")
+    col(&row, 0, "the database's default tablespace")
 }
 
 /// One table's size and place; refuses a table smaller than the scale.
@@ -154,11 +146,11 @@ async fn table(
     name: &str,
     warnings: &mut Vec<String>,
 ) -> Result<TableFacts> {
-    let what = format!("reading the size and tablespace of {name}.cf1");
+    let what = format!("the size and tablespace of {name}.cf1");
     let Some(row) = client
         .query_opt(sql::TABLE_FACTS, &[&name])
         .await
-        .map_err(|e| PgError::from_db(&what, &e))?
+        .map_err(|e| PgError::from_db(format!("reading {what}"), &e))?
     else {
         return Err(refuse(
             name,
@@ -198,11 +190,11 @@ async fn table(
     let (first, last, beyond): (bool, bool, bool) = if deleted == 0 && exact {
         (true, true, false)
     } else {
-        let what = format!("probing the keys of {name}.cf1");
+        let what = format!("the key probes of {name}.cf1");
         let probe = client
             .query_one(&sql::key_probes(name), &[&(scale as i64)])
             .await
-            .map_err(|e| PgError::from_db(&what, &e))?;
+            .map_err(|e| PgError::from_db(format!("probing the keys of {name}.cf1"), &e))?;
         (
             col(&probe, 0, &what)?,
             col(&probe, 1, &what)?,
@@ -375,8 +367,8 @@ async fn verify_plan(
         .map_err(|e| PgError::from_db("reading the I/O settings", &e))?;
     let mut setting = std::collections::BTreeMap::new();
     for r in &rows {
-        let name: String = col(r, 0, "reading the I/O settings")?;
-        let value: Option<String> = col(r, 1, "reading the I/O settings")?;
+        let name: String = col(r, 0, "the I/O settings")?;
+        let value: Option<String> = col(r, 1, "the I/O settings")?;
         setting.insert(name, value);
     }
     let (nodes, scan) = shown.unwrap_or_default();
@@ -396,11 +388,11 @@ async fn verify_plan(
 }
 
 async fn vacuumed_since(client: &Client, schema: &str, since: &str) -> Result<bool> {
-    let what = format!("reading last_vacuum of {schema}.cf1");
+    let what = format!("last_vacuum of {schema}.cf1");
     let row = client
         .query_one(sql::VACUUMED_SINCE, &[&schema, &since])
         .await
-        .map_err(|e| PgError::from_db(&what, &e))?;
+        .map_err(|e| PgError::from_db(format!("reading {what}"), &e))?;
     col(&row, 0, &what)
 }
 
@@ -416,12 +408,11 @@ pub async fn vacuum_checked(
     warnings: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Result<bool> {
-    let what = "reading the server's clock";
     let row = client
         .query_one(sql::SERVER_CLOCK, &[])
         .await
-        .map_err(|e| PgError::from_db(what, &e))?;
-    let before: String = col(&row, 0, what)?;
+        .map_err(|e| PgError::from_db("reading the server's clock", &e))?;
+    let before: String = col(&row, 0, "the server's clock")?;
     let Some(note) = maintenance::vacuum_if_changed(client, schema).await? else {
         return Ok(false);
     };
@@ -437,11 +428,11 @@ pub async fn vacuum_checked(
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = client.batch_execute(sql::CLEAR_STATS_SNAPSHOT).await;
     }
-    let what = format!("reading the owner of {schema}.cf1");
+    let what = format!("the owner of {schema}.cf1");
     let row = client
         .query_opt(sql::TABLE_FACTS, &[&schema])
         .await
-        .map_err(|e| PgError::from_db(&what, &e))?;
+        .map_err(|e| PgError::from_db(format!("reading {what}"), &e))?;
     let (owner, user): (String, String) = match &row {
         Some(r) => (col(r, 5, &what)?, col(r, 6, &what)?),
         None => ("(unknown)".into(), "(unknown)".into()),
