@@ -9,7 +9,9 @@ Parts (all by default, or the ones named with --parts):
   server  `dbio run --engine server` (the loop inside the database) against the client engine;
   scale   1 to 256 sessions: dbio's RSS and CPU, and the server's CPU, from /proc;
   cold    cold reads on PostgreSQL 17 with debug_io_direct=data against `dbio calibrate` (psync)
-          at the same concurrency on the same file system.
+          at the same concurrency on the same file system;
+  shards  one run's sessions driven by 1 to 4 shard processes (`run --shard I/N --start-at`,
+          then `dbio merge`) against the same sessions in one process: ops/s and client CPU.
 
 Runs of the tools being compared are interleaved (A B A B ...), each point is the median of
 --repeats runs, and every comparison is a ratio of medians measured side by side in one go.
@@ -494,8 +496,76 @@ def part_cold(a, base, md):
     md.append("")
 
 
+# --------------------------------------------------------------------------------------------
+# Part f: shard processes against one process
+# --------------------------------------------------------------------------------------------
+
+def sharded_run(cl, base, tag, k, args, seconds):
+    """One run of `args` driven by k shard processes released at one instant, merged;
+    returns the merged result.json."""
+    start = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dirs = [os.path.join(base, f"{tag}-s{i}") for i in range(k)]
+    procs = [subprocess.Popen([DBIO, "run", "--dsn", cl.dsn, "-q", "--out", d, *args, "--run-time", f"{seconds}s",
+                               "--shard", f"{i}/{k}", "--run-id", tag, "--start-at", start],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for i, d in enumerate(dirs)]
+    for p in procs:
+        p.wait()
+        if p.returncode != 0:
+            sys.exit(f"dbio run --shard failed: {p.stderr.read().decode()}")
+    if k == 1:
+        merged = dirs[0]
+    else:
+        merged = os.path.join(base, f"{tag}-merged")
+        run([DBIO, "merge", *dirs, "--out", merged, "-q"])
+    with open(os.path.join(merged, "result.json")) as f:
+        return json.load(f)
+
+
+def part_shards(a, base, md):
+    cl = Cluster(base, "shards", "512MB")
+    n = a.shard_sessions
+    data = ["--schemas", "4", "--scale", "8192blocks"]
+    args = [*data, "--readers", str(n), "--work-unit", "64"]
+    points = [0, 1, 2, 3, 4]
+    got = {k: {"ops": [], "cpu": []} for k in points}
+    try:
+        run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
+        dbio_run(cl, os.path.join(base, "shards-warm"), [*args, "--run-time", "5s"])
+        for rep in range(a.repeats):
+            for k in (points if rep % 2 == 0 else points[::-1]):
+                tag = f"shards-{k}-{rep}"
+                if k == 0:
+                    _, r = dbio_run(cl, os.path.join(base, tag), [*args, "--run-time", f"{a.seconds}s"])
+                else:
+                    r = sharded_run(cl, base, tag, k, args, a.seconds)
+                c = r["client"]
+                got[k]["ops"].append(c["ops_per_s"])
+                got[k]["cpu"].append(c["cpu_ms_per_1000_ops"])
+                log(f"shards: {k or 'one'} process(es): {c['ops_per_s']:.0f} ops/s, {c['cpu_ms_per_1000_ops']:.1f} ms CPU per 1,000 ops")
+    finally:
+        cl.stop()
+    one_ops, one_cpu = med(got[0]["ops"]), med(got[0]["cpu"])
+    md.append("### Shard processes against one process\n")
+    md.append(f"{n} reader sessions, 4 schemas x 8192 blocks (256 MiB, cached in shared_buffers 512MB), work_unit 64, "
+              f"{a.seconds} s windows, {a.repeats} runs per point interleaved (0 1 2 3 4 4 3 2 1 0 ...), medians. "
+              "One process: `dbio run --readers N`. k shards: k processes `dbio run --readers N --shard I/k --run-id ID "
+              "--start-at T` released at one instant (6 s ahead), then `dbio merge` (one shard: its own result); ops/s is the merged result's "
+              "(the shards' rates summed over their common window), client CPU the shards' user + system time summed "
+              "(`client.cpu_ms_per_1000_ops`). Client and server share this host's CPUs, so the ratios, not the "
+              "absolute rates, are the figures.\n")
+    md.append("| processes | ops/s (median) | runs' range | ops/s vs one process | client CPU ms per 1,000 ops | runs' range | CPU vs one process |")
+    md.append("|---|---:|---:|---:|---:|---:|---:|")
+    for k in points:
+        ops, cpu = med(got[k]["ops"]), med(got[k]["cpu"])
+        name = "one process (no --shard)" if k == 0 else f"{k} shard process{'es' if k > 1 else ''}"
+        md.append(f"| {name} | {ops:.0f} | {min(got[k]['ops']):.0f}-{max(got[k]['ops']):.0f} | {ops / one_ops:.2f} | "
+                  f"{cpu:.1f} | {min(got[k]['cpu']):.1f}-{max(got[k]['cpu']):.1f} | {cpu / one_cpu:.2f} |")
+    md.append("")
+
+
 PARTS = {"driver": part_driver, "loader": part_loader, "server": part_server, "scale": part_scale,
-         "cold": part_cold}
+         "cold": part_cold, "shards": part_shards}
 
 
 def environment(a):
@@ -527,6 +597,7 @@ def main():
     p.add_argument("--sessions", default="1,4,16,64,256", help="session counts of the scale part")
     p.add_argument("--cold-levels", default="1,2,4,8,16", help="readers / outstanding I/Os of the cold part")
     p.add_argument("--cold-work-units", default="1,64", help="work units of the cold part")
+    p.add_argument("--shard-sessions", type=int, default=4, help="reader sessions of the shards part")
     p.add_argument("--out", help="write the Markdown here instead of into docs/BENCHMARKS.md")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder")
     a = p.parse_args()
