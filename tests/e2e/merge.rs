@@ -302,6 +302,14 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
     );
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("run.shard"), "{}", stderr(&o));
+    let o = run(
+        &dsn,
+        &work.path().join("z"),
+        "2s",
+        &["--shard", "0/1", "--run-id", "s", "--collector-shard", "1"],
+    );
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("shards 0 to 0"), "{}", stderr(&o));
 
     let start = (chrono::Utc::now() + chrono::TimeDelta::seconds(12))
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
@@ -334,6 +342,8 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
                     ];
                     args.push(d.to_str().unwrap());
                     args.extend(["-q", "--run-id", "sharded", "--shard", &shard]);
+                    // The collector where --collector-shard says, not shard 0.
+                    args.extend(["--collector-shard", "2"]);
                     args.extend(["--start-at", start]);
                     dbio(&args)
                 })
@@ -355,10 +365,17 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
         assert_eq!(sessions[0]["spec"]["index"], k as u64);
         assert_eq!(
             r["db"].is_null(),
-            k != 0,
-            "only shard 0 collects: {}",
+            k != 2,
+            "only shard 2 (--collector-shard) collects: {}",
             r["db"]
         );
+        if k != 2 {
+            assert!(
+                r["warnings"].to_string().contains("collected by shard 2"),
+                "{}",
+                r["warnings"]
+            );
+        }
         let w = r["warnings"].to_string();
         assert!(
             !w.contains("after run.start_at"),
@@ -399,7 +416,8 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
     );
     assert!(
         !m["db"].is_null(),
-        "the collector's figures come from shard 0"
+        "the collector's figures come from shard 2"
     );
+    assert_eq!(m["merge"]["collector_from"], 2);
     assert_eq!(m["config"]["run"]["readers"], 3);
 }

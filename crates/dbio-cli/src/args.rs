@@ -429,10 +429,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
     /// Run shard I (0-based) of N of one run driven by several dbio processes: every N-th
-    /// session from the I-th; the collector runs in shard 0; `dbio merge` combines the
-    /// shards' results. Needs the same --run-id on every shard [config: run.shard]
+    /// session from the I-th; the collector runs in shard 0 (or --collector-shard); `dbio
+    /// merge` combines the shards' results. Needs the same --run-id on every shard [config:
+    /// run.shard]
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
+    /// The shard that runs the collector (the database's figures), the same on every shard
+    /// [config: run.collector_shard; default 0]
+    #[arg(long, value_name = "I")]
+    pub collector_shard: Option<u32>,
     /// Release the sessions at this UTC instant (RFC 3339, e.g. 2026-12-01T02:00:00Z) once
     /// connected and prepared, so the shards start together; refused when this host's clock
     /// and the server's differ by more than 0.5 s [config: run.start_at]
@@ -632,6 +637,9 @@ impl RunArgs {
         }
         if let Some(v) = &self.shard {
             r.shard = Some(v.clone());
+        }
+        if let Some(v) = self.collector_shard {
+            r.collector_shard = v;
         }
         if let Some(v) = &self.start_at {
             r.start_at = Some(v.clone());

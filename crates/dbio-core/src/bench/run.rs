@@ -264,8 +264,8 @@ pub async fn run<B: Backend>(
         }
     }
     // One shard collects the database's figures (the others' would count the same server
-    // twice); dbio merge takes them from it.
-    let collects = shard.is_none_or(|s| s.index == 0);
+    // twice; run.collector_shard, default 0); dbio merge takes them from it.
+    let collects = shard.is_none_or(|s| s.index == r.collector_shard);
     let mut tls = Vec::new();
     let (mut outcome, collectors) = match plan.engine() {
         SessionLoop::Client => {
@@ -330,8 +330,9 @@ pub async fn run<B: Backend>(
     // A second interrupt means "now": the result is written without the "after" snapshot.
     let collected: Vec<WindowFigures> = if collectors.is_empty() {
         vec![WindowFigures::skipped(format!(
-            "shard {}: the database's figures are collected by shard 0 of this run; `dbio merge` takes them from it",
-            r.shard.as_deref().unwrap_or("")
+            "shard {}: the database's figures are collected by shard {} of this run; `dbio merge` takes them from it",
+            r.shard.as_deref().unwrap_or(""),
+            r.collector_shard
         ))]
     } else {
         let n = collectors.len();

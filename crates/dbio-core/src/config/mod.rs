@@ -341,6 +341,9 @@ pub struct RunConfig {
     /// `I/N`: this process runs shard I (0-based) of N of one run driven by several dbio
     /// processes: every N-th session from the I-th. Needs `run_id`, the same on every shard.
     pub shard: Option<String>,
+    /// The shard (0-based) that runs the collector (the database's figures); the others'
+    /// would read the same server twice. Put it on the shard whose host is least loaded.
+    pub collector_shard: u32,
     /// RFC 3339 instant (UTC, e.g. `2026-12-01T02:00:00Z`) at which the sessions are released,
     /// once connected and prepared: the shards of one run start their window together.
     pub start_at: Option<String>,
@@ -469,6 +472,7 @@ impl Default for RunConfig {
             label: None,
             run_id: None,
             shard: None,
+            collector_shard: 0,
             start_at: None,
         }
     }
@@ -719,6 +723,21 @@ impl Config {
                     ),
                 ));
             }
+            if self.run.collector_shard >= shard.count {
+                return Err(CoreError::invalid(
+                    "run.collector_shard",
+                    format!(
+                        "shard {} runs the collector, but the run has shards 0 to {}: name one of them",
+                        self.run.collector_shard,
+                        shard.count - 1
+                    ),
+                ));
+            }
+        } else if self.run.collector_shard != 0 {
+            return Err(CoreError::invalid(
+                "run.collector_shard",
+                "run.collector_shard names the shard that collects in a run of several shards (--shard I/N); this run has none",
+            ));
         }
         if let Some(text) = &self.run.start_at
             && self.run.start_at().is_none()
