@@ -233,6 +233,27 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
         None => eprintln!("no server on 5432 this test may read; checked the scratch side only"),
     }
 
+    // `dbio config` shows the scratch cluster as target.dsn, from where the commands take it.
+    let out = dbio_in(work.path(), &["config", "--get", "target.dsn"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!("port={port}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = dbio_in(work.path(), &["config", "run"]);
+    assert_exit(&out, 0);
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with("target.dsn "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains(&format!("port={port}"))
+            && line.contains("the scratch cluster running in .dbio/scratch"),
+        "{line}"
+    );
+
     // `scratch env` points libpq programs at the same cluster, as postgres, whatever USER says.
     let out = dbio_in(work.path(), &["scratch", "env"]);
     assert_exit(&out, 0);

@@ -66,6 +66,9 @@ pub enum Source {
     Environment(String),
     File,
     Default,
+    /// The scratch cluster running in the default folder: the target of a command that names
+    /// none.
+    Scratch,
 }
 
 impl std::fmt::Display for Source {
@@ -75,6 +78,11 @@ impl std::fmt::Display for Source {
             Source::Environment(vars) => write!(f, "environment {vars}"),
             Source::File => f.write_str("file"),
             Source::Default => f.write_str("default"),
+            Source::Scratch => write!(
+                f,
+                "the scratch cluster running in {} (nothing else names a target)",
+                dbio_postgres::scratch::DEFAULT_DIR
+            ),
         }
     }
 }
@@ -403,6 +411,14 @@ pub fn with_sources(
                     .map(|(_, f)| f.clone())
                     .unwrap_or_else(|| flags.join(" ")),
             )
+        } else if key == "target.dsn"
+            && value.is_null()
+            && l.effective.target.dsns.is_empty()
+            && let Some(dsn) = crate::scratch_target::default_scratch_dsn()
+        {
+            // What the command would connect to, as its target line would say.
+            value = Value::String(redact(&dsn));
+            Source::Scratch
         } else if key == "target.dsn" && !pg.is_empty() {
             Source::Environment(pg.join(", "))
         } else if lookup(&file_raw, &key).is_some() {

@@ -127,6 +127,22 @@ pub(crate) fn resolve_all(config: &Config, common: &CommonArgs) -> Result<Vec<Ta
     Ok(targets)
 }
 
+/// The DSN of the scratch cluster running in the default folder when it would be the target
+/// of a command given none (no PGHOST, PGHOSTADDR, PGPORT or PGSERVICE; the caller checks
+/// --dsn and the file), for `dbio config`.
+pub(crate) fn default_scratch_dsn() -> Option<String> {
+    let named = WHERE_VARIABLES
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+    if named {
+        return None;
+    }
+    running_default(Path::new(scratch::DEFAULT_DIR))
+        .ok()
+        .flatten()
+        .map(|c| c.dsn())
+}
+
 /// Decides the origin; `scratch` is asked only when nothing names a target.
 fn choose(
     flag: bool,

@@ -11,7 +11,16 @@ pub(super) fn config_cmd(
     yaml: bool,
 ) -> Result<u8, Failure> {
     let (c, rows) = crate::effective::with_sources(command, config)?;
+    // target.dsn as the command would connect: redacted, or the scratch cluster's when
+    // nothing else names a target.
+    let dsn_row = rows
+        .iter()
+        .find(|(k, _, _)| k == "target.dsn")
+        .and_then(|(_, v, _)| v.as_str().map(str::to_string));
     match get {
+        Some(key) if key == "target.dsn" && dsn_row.is_some() => {
+            println!("{}", dsn_row.unwrap_or_default())
+        }
         Some(key) => match c.get(&key) {
             Some(v) => println!("{v}"),
             None => {

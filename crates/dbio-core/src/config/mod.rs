@@ -145,14 +145,11 @@ pub struct TargetConfig {
     /// them, each has its own collector, and the report has a row per target and the
     /// totals. Each DSN is complete in itself: PG* variables only fill what it leaves out.
     /// Instead of `dsn`, never beside it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dsns: Vec<String>,
     /// Readers per target, in `dsns` order; empty = `run.readers` spread over the targets
     /// round-robin. When given, the run's readers are their sum.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub readers: Vec<u32>,
     /// Writers per target, as `readers`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writers: Vec<u32>,
     /// How long a connection attempt may take before dbio gives up.
     pub connect_timeout: Dur,
