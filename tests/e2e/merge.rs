@@ -5,24 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dbio_core::stats::{decode_histogram, new_histogram};
-use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{TestCluster, assert_exit, dbio, idx_scans, num, read_result, stderr};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
-
-/// Sum of idx_scan on every dbio cf1 table, once no dbio session is connected.
-async fn idx_scans(c: &tokio_postgres::Client) -> u64 {
-    wait_no_dbio_sessions(c, Duration::from_secs(10), "connected").await;
-    let row = c
-        .query_one(
-            "SELECT coalesce(sum(idx_scan), 0)::bigint FROM pg_stat_user_tables \
-             WHERE relname = 'cf1' AND schemaname LIKE 'user%'",
-            &[],
-        )
-        .await
-        .unwrap();
-    row.get::<_, i64>(0) as u64
-}
 
 fn run(dsn: &str, out: &Path, run_time: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![

@@ -2,32 +2,10 @@
 //! different versions driven in one window, each server's own counters against the figures
 //! the report gives it, the totals against the sums; a ramp over both; the refusals.
 
-use std::time::Duration;
-
-use dbio_tests::{
-    TestCluster, assert_exit, dbio, num, read_result, settled, stderr, wait_no_dbio_sessions,
-};
+use dbio_tests::{TestCluster, assert_exit, dbio, idx_scans, num, read_result, stderr};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
-
-/// Sum of idx_scan on the data set's cf1 tables of one server, once no dbio session is
-/// connected (13/14 publish late: read until two readings a second apart agree).
-async fn idx_scans(c: &tokio_postgres::Client) -> u64 {
-    wait_no_dbio_sessions(c, Duration::from_secs(10), "connected").await;
-    let read = || async {
-        let row = c
-            .query_one(
-                "SELECT coalesce(sum(idx_scan), 0)::bigint FROM pg_stat_user_tables \
-                 WHERE relname = 'cf1' AND schemaname LIKE 'user%'",
-                &[],
-            )
-            .await
-            .unwrap();
-        row.get::<_, i64>(0) as u64
-    };
-    settled(read).await
-}
 
 fn n(v: &Value, path: &[&str]) -> u64 {
     num(v, path) as u64
@@ -192,6 +170,28 @@ async fn a_ramp_over_two_targets_spreads_each_step() {
         assert_eq!(sum, n(&r, &["client", "read", "count"]), "{step}");
         assert!(sum > 0, "{step}");
     }
+    // ramp.json and ramp.txt carry each target's figures beside the step's totals.
+    let ramp: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ramp.json")).unwrap()).unwrap();
+    for step in ramp["steps"].as_array().unwrap() {
+        let targets = step["targets"].as_array().expect("steps[].targets");
+        assert_eq!(targets.len(), 2);
+        let sum: f64 = targets
+            .iter()
+            .map(|t| num(t, &["db_read_iops", "mean"]))
+            .sum();
+        let total = num(step, &["db_read_iops", "mean"]);
+        assert!(
+            (sum - total).abs() <= 1e-6 * total.max(1.0),
+            "{sum} vs {total}"
+        );
+    }
+    let txt = std::fs::read_to_string(dir.join("ramp.txt")).unwrap();
+    assert_eq!(
+        txt.lines().filter(|l| l.starts_with("  target 2")).count(),
+        2,
+        "{txt}"
+    );
 }
 
 // What cannot be one run is refused before anything is measured, naming the fix: targets

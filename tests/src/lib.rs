@@ -338,3 +338,21 @@ where
     }
     last
 }
+
+/// Sum of idx_scan on the data set's cf1 tables (prefix `user`) of one server, once no dbio
+/// session is connected and the figure has settled (13/14 publish late).
+pub async fn idx_scans(c: &Client) -> u64 {
+    wait_no_dbio_sessions(c, std::time::Duration::from_secs(10), "connected").await;
+    let read = || async {
+        let row = c
+            .query_one(
+                "SELECT coalesce(sum(idx_scan), 0)::bigint FROM pg_stat_user_tables \
+                 WHERE relname = 'cf1' AND schemaname LIKE 'user%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_user_tables");
+        row.get::<_, i64>(0) as u64
+    };
+    settled(read).await
+}

@@ -530,13 +530,13 @@ impl SessionArgs {
         if let Some(v) = &self.target_readers {
             c.target.readers = v.clone();
             if self.readers.is_none() {
-                c.run.readers = v.iter().sum();
+                c.run.readers = dbio_core::config::saturating_sum(v);
             }
         }
         if let Some(v) = &self.target_writers {
             c.target.writers = v.clone();
             if self.writers.is_none() {
-                c.run.writers = v.iter().sum();
+                c.run.writers = dbio_core::config::saturating_sum(v);
             }
         }
         if let Some(v) = self.update_pct {
@@ -759,8 +759,11 @@ impl CommonArgs {
     /// the file's target.dsn/target.dsns as `target.dsns`.
     pub fn apply(&self, c: &mut Config) {
         if self.dsn.len() > 1 {
+            // The file's per-target counts were for its own targets.
             c.target.dsns = self.dsn.clone();
             c.target.dsn = None;
+            c.target.readers.clear();
+            c.target.writers.clear();
         } else if !self.dsn.is_empty() {
             c.target.dsns.clear();
             c.target.readers.clear();

@@ -389,6 +389,17 @@ pub fn with_sources(
     leaves("", &after, &mut all);
     let pg = pg_environment();
     for (key, mut value) in all {
+        if key.starts_with("target.dsns") {
+            if let Value::String(dsn) = &value {
+                value = Value::String(redact(dsn));
+            } else if let Value::Array(dsns) = &value {
+                value = Value::Array(
+                    dsns.iter()
+                        .map(|d| Value::String(redact(d.as_str().unwrap_or_default())))
+                        .collect(),
+                );
+            }
+        }
         if key == "target.dsn" {
             if let Some(flag) = &l.dsn {
                 value = Value::String(redact(flag));
@@ -539,7 +550,13 @@ mod tests {
 
     #[test]
     fn every_flag_that_names_a_key_names_a_real_one() {
-        let defaults = serde_json::to_value(Config::default()).unwrap();
+        // Keys a default config leaves out (empty lists, shard 0) set, so they are seen.
+        let mut d = Config::default();
+        d.target.dsns = vec!["host=a".into(), "host=b".into()];
+        d.target.readers = vec![1, 1];
+        d.target.writers = vec![0, 0];
+        d.run.collector_shard = 1;
+        let defaults = serde_json::to_value(d).unwrap();
         for sub in Cli::command().get_subcommands() {
             for a in sub.get_arguments() {
                 let help = a.get_long_help().or(a.get_help()).map(|h| h.to_string());

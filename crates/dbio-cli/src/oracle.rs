@@ -10,6 +10,13 @@ use crate::Failure;
 
 /// The admin target: flag > DBIO_ORACLE_DSN > target.dsn.
 pub fn admin_target(config: &Config, flag: Option<&str>) -> Result<ConnectString, Failure> {
+    if !config.target.dsns.is_empty() {
+        return Err(Failure::new(
+            2,
+            "engine: oracle drives one database: give one --dsn (spread sessions over instances with \
+             target.services), not --dsn repeated or target.dsns",
+        ));
+    }
     let env = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let dsn = flag
         .map(str::to_string)

@@ -719,6 +719,7 @@ mod tests {
             read_histogram: encode_histogram(&h),
             results: vec![],
             warnings: vec![],
+            targets: vec![],
         }
     }
 

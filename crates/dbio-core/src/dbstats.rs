@@ -224,9 +224,20 @@ impl DbMetrics {
         };
         let read_iops = add(|d| d.read_iops);
         let buffer_hits_per_s = add(|d| d.buffer_hits_per_s);
+        // A part without reads weighs nothing (an idle target has no latency to give).
         let weighted: Option<f64> = parts
             .iter()
+            .filter(|p| p.read_iops > 0.0)
             .map(|p| p.avg_read_latency_us.map(|l| l * p.read_iops))
+            .sum();
+        // Each part's accesses as its own ratio counts them (hits / ratio), so the total is
+        // the same kind of ratio as the parts'.
+        let accesses: f64 = parts
+            .iter()
+            .map(|p| match p.buffer_hit_ratio {
+                Some(r) if r > 0.0 => p.buffer_hits_per_s / r,
+                _ => p.buffer_hits_per_s + p.read_iops,
+            })
             .sum();
         let mut counters = BTreeMap::new();
         for p in parts {
@@ -250,8 +261,7 @@ impl DbMetrics {
             avg_read_latency_us: weighted.and_then(|w| (read_iops > 0.0).then(|| w / read_iops)),
             read_latency_note: parts.iter().find_map(|p| p.read_latency_note.clone()),
             buffer_hits_per_s,
-            buffer_hit_ratio: (buffer_hits_per_s + read_iops > 0.0)
-                .then(|| buffer_hits_per_s / (buffer_hits_per_s + read_iops)),
+            buffer_hit_ratio: (accesses > 0.0).then(|| buffer_hits_per_s / accesses),
             wal_bytes_per_s: add_opt(|d| d.wal_bytes_per_s),
             wal_writes_per_s: add_opt(|d| d.wal_writes_per_s),
             wal_syncs_per_s: add_opt(|d| d.wal_syncs_per_s),
@@ -493,6 +503,14 @@ mod tests {
         let s = DbMetrics::sum(&[&a, &untimed]).unwrap();
         assert_eq!(s.avg_read_latency_us, None);
         assert!(!s.valid);
+        // A target without reads (no sessions this step) leaves the latency to the others.
+        let idle = DbMetrics {
+            read_iops: 0.0,
+            avg_read_latency_us: None,
+            ..DbMetrics::default()
+        };
+        let s = DbMetrics::sum(&[&a, &idle]).unwrap();
+        assert_eq!(s.avg_read_latency_us, Some(100.0));
         assert!(DbMetrics::sum(&[]).is_none());
     }
 }

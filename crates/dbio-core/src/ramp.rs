@@ -173,6 +173,33 @@ pub fn ramp_txt(r: &RampResult) -> String {
                 format!("  [{}]", s.status.as_str())
             }
         );
+        for t in &s.targets {
+            let _ = writeln!(
+                o,
+                "  target {:<3} {:>7} {:>7} {:>4} {:>9} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12}  {}",
+                t.index + 1,
+                t.readers,
+                t.writers,
+                "",
+                "",
+                f1(&t.db_read_iops),
+                cv(&t.db_read_iops),
+                "",
+                f1(&t.db_avg_read_latency_us),
+                f1(&t.client_ops_per_s),
+                "",
+                "",
+                f1(&t.device_read_iops),
+                t.target
+            );
+        }
+    }
+    if r.steps.iter().any(|s| !s.targets.is_empty()) {
+        let _ = writeln!(
+            o,
+            "Steps over several targets: the step's row is the totals (DB figures summed, latency of all sessions), \
+             each `target N` row that target's own; device figures are per target only (targets may share a device)."
+        );
     }
     let _ = writeln!(
         o,
@@ -616,6 +643,7 @@ mod tests {
             read_histogram: String::new(),
             results: vec![],
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            targets: vec![],
         }
     }
 

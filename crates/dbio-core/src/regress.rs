@@ -353,6 +353,7 @@ mod tests {
             read_histogram: String::new(),
             results: vec![],
             warnings: vec![],
+            targets: vec![],
         }
     }
 

@@ -23,6 +23,7 @@ pub const FACTS: &[&str] = &[
     "scale_blocks",
     "work_unit",
     "update_work_unit",
+    "targets",
 ];
 
 /// One run's (or ramp's) facts; a fact is `None` where the document does not know it, and an
@@ -57,6 +58,8 @@ impl Shape {
         let value = |fact: &str| -> Option<String> {
             match fact {
                 "database" => Some(format!("{:?}", config.engine).to_lowercase()),
+                // Servers driven in one window (target.dsns): their reads are summed.
+                "targets" => Some(config.targets_n().to_string()),
                 "engine" => Some(format!("{:?}", config.run.engine).to_lowercase()),
                 "read_path" => Some(config.run.read_path.as_str().to_string()),
                 "server_major" => env.and_then(server_major),

@@ -99,6 +99,55 @@ pub struct StepSummary {
     /// result.json of each repeat, relative to the file that holds this summary.
     pub results: Vec<String>,
     pub warnings: Vec<String>,
+    /// A step over several targets: each target's figures across repeats (the step's own
+    /// figures are the totals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetStep>,
+}
+
+/// One target's figures in a step over several, across its repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetStep {
+    pub index: u32,
+    pub target: String,
+    pub readers: u32,
+    pub writers: u32,
+    pub client_ops_per_s: Option<Stat>,
+    pub db_read_iops: Option<Stat>,
+    pub db_avg_read_latency_us: Option<Stat>,
+    pub device_read_iops: Option<Stat>,
+}
+
+/// Each target's figures across the repeats of a step (empty for one target).
+fn target_steps(results: &[RunResult]) -> Vec<TargetStep> {
+    let Some(first) = results.first() else {
+        return Vec::new();
+    };
+    first
+        .targets
+        .iter()
+        .map(|t| {
+            let i = t.index;
+            let of = |f: &dyn Fn(&crate::result::TargetResult) -> Option<f64>| {
+                Stat::of(
+                    results
+                        .iter()
+                        .filter_map(|r| r.targets.iter().find(|x| x.index == i).and_then(f))
+                        .collect(),
+                )
+            };
+            TargetStep {
+                index: i,
+                target: t.target.clone(),
+                readers: t.readers,
+                writers: t.writers,
+                client_ops_per_s: of(&|x| Some(x.ops_per_s)),
+                db_read_iops: of(&|x| x.db.as_ref().map(|d| d.read_iops)),
+                db_avg_read_latency_us: of(&|x| x.db.as_ref().and_then(|d| d.avg_read_latency_us)),
+                device_read_iops: of(&|x| x.device.as_ref().map(|d| d.reads_per_s)),
+            }
+        })
+        .collect()
 }
 
 fn key_of(r: &RunResult) -> StepKey {
@@ -186,6 +235,7 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         read_histogram: encode_histogram(&hist),
         results: paths,
         warnings,
+        targets: target_steps(results),
     })
 }
 

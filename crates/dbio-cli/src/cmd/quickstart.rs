@@ -42,6 +42,9 @@ fn quickstart_config(path: Option<&Path>) -> Result<Config, Failure> {
         config.run.label = Some("quickstart".into());
     }
     config.target.dsn = None;
+    config.target.dsns.clear();
+    config.target.readers.clear();
+    config.target.writers.clear();
     config.validate()?;
     Ok(config)
 }

@@ -66,7 +66,14 @@ fn combine_tls(parts: Vec<Option<SessionTls>>) -> Option<SessionTls> {
     if parts.len() <= 1 {
         return parts.into_iter().next().flatten();
     }
-    let parts: Vec<SessionTls> = parts.into_iter().collect::<Option<Vec<_>>>()?;
+    // A target without sessions (a ramp step with fewer readers than targets) says nothing.
+    let parts: Vec<SessionTls> = parts
+        .into_iter()
+        .filter(|p| p.as_ref().is_none_or(|t| t.sessions > 0))
+        .collect::<Option<Vec<_>>>()?;
+    if parts.is_empty() {
+        return None;
+    }
     Some(SessionTls {
         used: parts.iter().all(|p| p.used),
         sessions: parts.iter().map(|p| p.sessions).sum(),
@@ -391,7 +398,19 @@ pub async fn run<B: Backend>(
     };
     let db_read_iops = db.as_ref().map(|d| d.read_iops);
     let db_latency = db.as_ref().and_then(|d| d.avg_read_latency_us);
-    let calibration = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
+    // A calibration is one device's: beside several targets' summed reads it would mislead.
+    let calibration = if many {
+        if calibrate.is_some() {
+            warnings.push(
+                "run.calibration is one device's figures; with several targets the run's reads are summed over \
+                 their devices, so the comparison is left out (calibrate each target's device and run it alone)"
+                    .into(),
+            );
+        }
+        None
+    } else {
+        calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency))
+    };
     let by_target = std::mem::take(&mut outcome.by_target);
     let mut result = RunResult::build(
         RunContext {

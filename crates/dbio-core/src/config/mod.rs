@@ -145,11 +145,14 @@ pub struct TargetConfig {
     /// them, each has its own collector, and the report has a row per target and the
     /// totals. Each DSN is complete in itself: PG* variables only fill what it leaves out.
     /// Instead of `dsn`, never beside it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dsns: Vec<String>,
     /// Readers per target, in `dsns` order; empty = `run.readers` spread over the targets
     /// round-robin. When given, the run's readers are their sum.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub readers: Vec<u32>,
     /// Writers per target, as `readers`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writers: Vec<u32>,
     /// How long a connection attempt may take before dbio gives up.
     pub connect_timeout: Dur,
@@ -340,6 +343,7 @@ pub struct RunConfig {
     pub shard: Option<String>,
     /// The shard (0-based) that runs the collector (the database's figures); the others'
     /// would read the same server twice. Put it on the shard whose host is least loaded.
+    #[serde(skip_serializing_if = "is_zero")]
     pub collector_shard: u32,
     /// RFC 3339 instant (UTC, e.g. `2026-12-01T02:00:00Z`) at which the sessions are released,
     /// once connected and prepared: the shards of one run start their window together.
@@ -512,10 +516,10 @@ impl Config {
     /// `run.readers`, `target.writers` replaces `run.writers`).
     pub fn totals_from_targets(&mut self) {
         if !self.target.readers.is_empty() {
-            self.run.readers = self.target.readers.iter().sum();
+            self.run.readers = saturating_sum(&self.target.readers);
         }
         if !self.target.writers.is_empty() {
-            self.run.writers = self.target.writers.iter().sum();
+            self.run.writers = saturating_sum(&self.target.writers);
         }
     }
 
@@ -652,7 +656,7 @@ impl Config {
                     ),
                 ));
             }
-            let sum: u32 = v.iter().sum();
+            let sum = saturating_sum(v);
             if !v.is_empty() && sum != total {
                 return Err(CoreError::invalid(
                     key,
@@ -1011,6 +1015,15 @@ fn describe_yaml_error(e: &serde_saphyr::Error, text: &str) -> String {
         Some(k) if !first.contains(&format!("`{k}`")) => format!("{first} (key `{k}`)"),
         _ => first,
     }
+}
+
+/// The sum of per-target counts, at most u32::MAX (the session limits refuse it then).
+pub fn saturating_sum(v: &[u32]) -> u32 {
+    v.iter().fold(0u32, |a, b| a.saturating_add(*b))
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 #[cfg(test)]

@@ -299,6 +299,7 @@ fn summary_of(f: &StepFigures) -> StepSummary {
         read_histogram: String::new(),
         results: vec![],
         warnings: vec![],
+        targets: vec![],
     }
 }
 
