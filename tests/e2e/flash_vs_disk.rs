@@ -58,10 +58,10 @@ async fn the_flash_vs_disk_recipe_ramps_each_tablespace_on_its_own_device() {
         tablespace_dir(shm.path(), "pg"),
         tablespace_dir(disk.path(), "pg"),
     );
-    let disk_device = dbio_core::device::device_for_path(&disk_loc)
+    let disk_device = dbio_core::stats::device::device_for_path(&disk_loc)
         .expect("the disk tablespace's folder is on a block device");
     assert!(
-        dbio_core::device::device_for_path(&flash_loc).is_none(),
+        dbio_core::stats::device::device_for_path(&flash_loc).is_none(),
         "/dev/shm is a tmpfs: no block device"
     );
     {

@@ -178,11 +178,11 @@ pub enum Command {
         config: Option<PathBuf>,
         /// Largest allowed drop of IOPS, % or `off` [config: regress.max_iops_drop_pct; default 10]
         #[arg(long, value_name = "PCT")]
-        max_iops_drop: Option<dbio_core::regress::Threshold>,
+        max_iops_drop: Option<dbio_core::report::regress::Threshold>,
         /// Largest allowed rise of latency, % or `off` (gate on throughput alone, e.g. on a
         /// shared, noisy system) [config: regress.max_latency_rise_pct; default 20]
         #[arg(long, value_name = "PCT")]
-        max_latency_rise: Option<dbio_core::regress::Threshold>,
+        max_latency_rise: Option<dbio_core::report::regress::Threshold>,
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,

@@ -7,10 +7,10 @@ use std::future::Future;
 
 use thiserror::Error;
 
-use crate::dbstats::{DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile};
 use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
 use crate::plan::RunPlan;
 use crate::result::{Environment, SessionTls};
+use crate::stats::dbstats::{DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile};
 
 /// A backend's failure, with the exit code it maps to (1 the work failed, 2 bad usage,
 /// bad configuration or an unreachable target) and the backend's own words.

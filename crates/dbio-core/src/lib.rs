@@ -3,12 +3,8 @@
 
 pub mod backend;
 pub mod bench;
-pub mod chart;
-pub mod compare;
 pub mod config;
 pub mod dataset;
-pub mod dbstats;
-pub mod device;
 pub mod discover;
 pub mod driver;
 pub mod error;
@@ -18,12 +14,9 @@ pub mod key_order;
 pub mod merge;
 pub mod output;
 pub mod plan;
-pub mod ramp;
-pub mod regress;
 pub mod report;
 pub mod result;
 pub mod shape;
-pub mod significance;
 pub mod stats;
 pub mod summary;
 pub mod units;

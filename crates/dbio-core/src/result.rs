@@ -9,14 +9,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Database};
-use crate::dbstats::{
-    CalibrationCompare, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile,
-};
 use crate::driver::{
     CpuUsage, DriveOutcome, EndedBy, IntervalRow, RunStatus, SessionOutcome, WindowSpec,
 };
 use crate::error::CoreError;
 use crate::merge::{MergeInfo, ShardInfo};
+use crate::stats::dbstats::{
+    CalibrationCompare, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile,
+};
 use crate::stats::{LatencySummary, encode_histogram};
 use crate::workload::OpKind;
 

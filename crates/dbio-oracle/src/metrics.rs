@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dbio_core::dbstats::{DbMetrics, TableIo, WaitProfile, WaitRow};
+use dbio_core::stats::dbstats::{DbMetrics, TableIo, WaitProfile, WaitRow};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use dbio_core::device::{self, Device};
+use dbio_core::stats::device::{self, Device};
 use futures_util::future::join_all;
 use tokio_postgres::Client;
 

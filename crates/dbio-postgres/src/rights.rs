@@ -2,7 +2,7 @@
 //! GRANT for each. `dbio check` prints the list before a run; every run records it.
 //! The minimal benchmark role is in the README ("A benchmark role").
 
-use dbio_core::dbstats::MissingRight;
+use dbio_core::stats::dbstats::MissingRight;
 use tokio_postgres::Client;
 
 use crate::error::{PgError, Result};

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use dbio_core::dbstats::{DbMetrics, WaitProfile, WaitRow};
+use dbio_core::stats::dbstats::{DbMetrics, WaitProfile, WaitRow};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;

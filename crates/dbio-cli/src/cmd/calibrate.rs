@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use dbio_calibrate::{CalibrateOptions, Calibration};
-use dbio_core::chart::{Chart, Series, render_svg};
-use dbio_core::dbstats::CalibrationCompare;
+use dbio_core::report::chart::{Chart, Series, render_svg};
+use dbio_core::stats::dbstats::CalibrationCompare;
 
 use super::write_results;
 use crate::Failure;

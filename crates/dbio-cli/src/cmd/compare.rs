@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use dbio_core::compare::compare;
 use dbio_core::output;
+use dbio_core::report::compare::compare;
 use dbio_core::summary::read_step_set;
 
 use super::print_json;

@@ -109,8 +109,9 @@ pub(crate) fn load_calibration(
 /// The device's figures at the run's load beside the database's.
 pub(crate) fn compare_with(
     calibration: &Option<(String, dbio_calibrate::Calibration)>,
-) -> impl Fn(u32, Option<f64>, Option<f64>) -> Option<dbio_core::dbstats::CalibrationCompare> + Sync + '_
-{
+) -> impl Fn(u32, Option<f64>, Option<f64>) -> Option<dbio_core::stats::dbstats::CalibrationCompare>
++ Sync
++ '_ {
     move |readers, iops, latency| {
         let (file, c) = calibration.as_ref()?;
         super::calibrate::compare_at(file, c, readers, iops, latency)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use dbio_core::Config;
 use dbio_core::bench::{self, RampOutcome, RampProgress};
 use dbio_core::driver::RunStatus;
-use dbio_core::ramp::ramp_txt;
+use dbio_core::report::ramp::ramp_txt;
 use dbio_core::summary::RampResult;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use dbio_core::Config;
 use dbio_core::output;
-use dbio_core::regress::{self, Threshold};
+use dbio_core::report::regress::{self, Threshold};
 use dbio_core::summary::read_step_set;
 
 use super::print_json;

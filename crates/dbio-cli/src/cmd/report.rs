@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use dbio_core::ramp::{ramp_csv, ramp_html, ramp_txt};
+use dbio_core::report::ramp::{ramp_csv, ramp_html, ramp_txt};
 use dbio_core::result::RunResult;
 use dbio_core::summary::RampResult;
 

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use crate::Config;
 use crate::backend::{Backend, BackendError};
-use crate::chart::render_figure;
 use crate::config::OnStepFailure;
 use crate::driver::RunStatus;
 use crate::error::CoreError;
 use crate::interrupt::Interrupts;
-use crate::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
+use crate::report::chart::render_figure;
+use crate::report::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
 use crate::result::{RESULT_FORMAT, RunResult};
 use crate::summary::{RampResult, summarize};
 

@@ -8,12 +8,12 @@ use std::future::Future;
 use crate::Config;
 use crate::backend::{Backend, BackendError, ServerFacts, WindowCollector, WindowFigures};
 use crate::config::SessionLoop;
-use crate::dbstats::CalibrationCompare;
 use crate::driver::{drive, drive_loops};
 use crate::interrupt::Interrupts;
 use crate::output;
 use crate::plan::RunPlan;
 use crate::result::{RunContext, RunResult, SessionTls, TargetResult};
+use crate::stats::dbstats::CalibrationCompare;
 
 use super::publish::{Output, progress_line, publish};
 
@@ -370,10 +370,10 @@ pub async fn run<B: Backend>(
         warnings.extend(shared_devices(&per_target));
     }
     let (db, waits, device, host, missing_rights) = if many {
-        let dbs: Vec<&crate::dbstats::DbMetrics> =
+        let dbs: Vec<&crate::stats::dbstats::DbMetrics> =
             per_target.iter().filter_map(|c| c.db.as_ref()).collect();
         let db = if dbs.len() == per_target.len() {
-            crate::dbstats::DbMetrics::sum(&dbs)
+            crate::stats::dbstats::DbMetrics::sum(&dbs)
         } else {
             if collects {
                 warnings.push(format!(
@@ -385,7 +385,7 @@ pub async fn run<B: Backend>(
             }
             None
         };
-        let mut missing: Vec<crate::dbstats::MissingRight> = Vec::new();
+        let mut missing: Vec<crate::stats::dbstats::MissingRight> = Vec::new();
         for m in per_target.iter().flat_map(|c| c.missing_rights.iter()) {
             if !missing.contains(m) {
                 missing.push(m.clone());

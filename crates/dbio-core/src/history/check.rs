@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::driver::RunStatus;
 use crate::history::edivisive::{self, ChangePoint, Segment};
 use crate::history::{StepFigures, StoredRun};
-use crate::regress::{self, JunitCase, RegressConfig};
+use crate::report::regress::{self, JunitCase, RegressConfig};
 use crate::summary::{Stat, StepKey, StepSet, StepSummary};
 
 /// The figures history tracks per step.

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::chart::{Chart, Marks, Series as Line, escape, render_svg_marked};
 use crate::history::check::{CheckOptions, Metric, Series, describe_change};
 use crate::history::edivisive;
+use crate::report::chart::{Chart, Marks, Series as Line, escape, render_svg_marked};
 use crate::report::csv_field;
 
 /// One chart of the report.

@@ -1,7 +1,7 @@
 //! Two snapshots turned into the window's figures, each traceable to the counter delta it
 //! comes from (`DbMetrics::counters`), and the warnings a reader of them must see.
 
-use dbio_core::dbstats::{DbMetrics, TableIo};
+use dbio_core::stats::dbstats::{DbMetrics, TableIo};
 
 use super::snapshot::Snapshot;
 

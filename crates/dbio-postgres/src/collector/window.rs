@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dbio_core::dbstats::{
-    DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
+use dbio_core::stats::dbstats::{
+    CacheControl, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
     host_cache_warnings,
 };
-use dbio_core::device::{self, Device, DiskCounters};
+use dbio_core::stats::device::{self, Device, DiskCounters};
 use tokio_postgres::Client;
 
 use super::metrics::{IoTiming, metrics, warnings};
@@ -100,7 +100,7 @@ pub struct WindowCollector {
     access: Option<HostAccess>,
     device: Option<Measured>,
     drop_caches: bool,
-    cache_control: String,
+    cache_control: CacheControl,
     sample_period: Duration,
     backend_pids: Vec<i32>,
     collector_pid: Option<i32>,
@@ -148,11 +148,11 @@ impl WindowCollector {
             .map(PathBuf::from);
         let (access, device) = locate(&client, &opts, rights.as_ref(), data_dir, &mut notes).await;
         let cache_control = if opts.drop_caches {
-            "dropped page cache".to_string()
+            CacheControl::DroppedPageCache
         } else if opts.direct_io {
-            "debug_io_direct=data".to_string()
+            CacheControl::DirectIo
         } else {
-            "none".to_string()
+            CacheControl::None
         };
         Ok(WindowCollector {
             target: target.clone(),
@@ -327,7 +327,7 @@ impl WindowCollector {
                 a,
                 window_s,
                 m.as_ref().map(|m| m.read_iops * window_s),
-                &self.cache_control,
+                self.cache_control,
             );
             dm.source = self.access.as_ref().map(HostAccess::source);
             dm.tables = d.tables.clone();

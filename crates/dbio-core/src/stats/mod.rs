@@ -7,6 +7,12 @@
 //! - [`LogBuckets`], a lock-free log-scale counter array (8 buckets per power of two, so any
 //!   value is within 12.5% of its bucket's bounds) that sessions add to and the coordinator
 //!   drains every interval, for the time series and the live progress line.
+//!
+//! Beside them: the database's and the device's figures over a window (`dbstats`, `device`) and the significance tests compare uses (`significance`).
+
+pub mod dbstats;
+pub mod device;
+pub mod significance;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

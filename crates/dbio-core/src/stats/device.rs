@@ -9,7 +9,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::dbstats::DeviceMetrics;
+use crate::stats::dbstats::DeviceMetrics;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DiskCounters {
@@ -183,7 +183,7 @@ pub fn device_metrics(
     after: DiskCounters,
     seconds: f64,
     db_reads: Option<f64>,
-    cache_control: &str,
+    cache_control: crate::stats::dbstats::CacheControl,
 ) -> DeviceMetrics {
     let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
     let reads = d(after.reads, before.reads);
@@ -200,7 +200,7 @@ pub fn device_metrics(
         avg_read_wait_ms: (reads > 0.0).then(|| d(after.ms_reading, before.ms_reading) / reads),
         avg_write_wait_ms: (writes > 0.0).then(|| d(after.ms_writing, before.ms_writing) / writes),
         physical_read_ratio: db_reads.filter(|r| *r > 0.0).map(|r| reads / r),
-        cache_control: cache_control.to_string(),
+        cache_control,
         major_minor: Some(format!("{}:{}", device.major, device.minor)),
         source: None,
         read_mib_per_s: (seconds > 0.0)
@@ -285,7 +285,7 @@ mod tests {
             after,
             10.0,
             Some(4000.0),
-            "none",
+            crate::stats::dbstats::CacheControl::None,
         );
         assert_eq!(m.reads_per_s, 200.0);
         assert_eq!(m.read_kib_per_op, Some(8.0));
@@ -294,8 +294,16 @@ mod tests {
         assert_eq!(m.physical_read_ratio, Some(0.5));
         assert_eq!(m.major_minor.as_deref(), Some("253:0"));
         assert_eq!(
-            device_metrics(&dev, Path::new("/"), before, before, 1.0, Some(0.0), "none")
-                .physical_read_ratio,
+            device_metrics(
+                &dev,
+                Path::new("/"),
+                before,
+                before,
+                1.0,
+                Some(0.0),
+                crate::stats::dbstats::CacheControl::None
+            )
+            .physical_read_ratio,
             None
         );
     }

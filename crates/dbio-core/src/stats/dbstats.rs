@@ -115,6 +115,36 @@ pub struct WaitProfile {
     pub visibility_note: Option<String>,
 }
 
+/// How a run made its reads reach the device, as result.json names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CacheControl {
+    /// Nothing: the OS page cache may serve reads.
+    #[serde(rename = "none")]
+    None,
+    /// `collector.drop_caches`: the page cache was synced and dropped before the window.
+    #[serde(rename = "dropped page cache")]
+    DroppedPageCache,
+    /// The server reads with O_DIRECT (PostgreSQL 16+ `debug_io_direct=data`).
+    #[serde(rename = "debug_io_direct=data")]
+    DirectIo,
+}
+
+impl CacheControl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheControl::None => "none",
+            CacheControl::DroppedPageCache => "dropped page cache",
+            CacheControl::DirectIo => "debug_io_direct=data",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// OS block-device figures from /proc/diskstats for the device under the data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceMetrics {
@@ -134,7 +164,7 @@ pub struct DeviceMetrics {
     pub physical_read_ratio: Option<f64>,
     /// How reads were made physical for this run: "dropped page cache", "debug_io_direct=data",
     /// or "none".
-    pub cache_control: String,
+    pub cache_control: CacheControl,
     /// The device number (`major:minor`, as in /proc/self/mountinfo and /proc/diskstats).
     #[serde(default)]
     pub major_minor: Option<String>,
@@ -362,7 +392,7 @@ pub fn cache_warnings(db: &DbMetrics, device: Option<&DeviceMetrics>) -> Vec<Str
         && ratio < MIN_PHYSICAL_RATIO
     {
         let dev = device.map(|d| d.reads_per_s).unwrap_or(0.0);
-        let advice = if device.is_some_and(|d| d.cache_control == "dropped page cache") {
+        let advice = if device.is_some_and(|d| d.cache_control == CacheControl::DroppedPageCache) {
             "The page cache was dropped before the window, but the data set was read back into it \
              during the run: make it larger than RAM, or on PostgreSQL 16+ start the server with \
              debug_io_direct=data"
@@ -406,7 +436,7 @@ mod tests {
             avg_read_wait_ms: Some(0.2),
             avg_write_wait_ms: None,
             physical_read_ratio: ratio,
-            cache_control: "none".into(),
+            cache_control: CacheControl::None,
             major_minor: None,
             source: None,
             read_mib_per_s: None,

@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chart::{Chart, Series, escape, render_svg};
-use crate::ramp::{html_page, html_table};
+use crate::report::chart::{Chart, Series, escape, render_svg};
 use crate::report::csv_field;
-use crate::significance::{TestOutcome, mann_whitney, welch_t_test};
+use crate::report::ramp::{html_page, html_table};
 use crate::stats::decode_histogram;
+use crate::stats::significance::{TestOutcome, mann_whitney, welch_t_test};
 use crate::summary::{Stat, StepSet, StepSummary};
 
 pub const ALPHA: f64 = 0.05;
@@ -580,7 +580,7 @@ impl Comparison {
                         errors: steps.iter().map(|st| sd(st).unwrap_or(0.0)).collect(),
                         cache_served: steps
                             .iter()
-                            .map(|st| crate::chart::cache_served(st.physical_read_ratio))
+                            .map(|st| crate::report::chart::cache_served(st.physical_read_ratio))
                             .collect(),
                     }
                 })

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::chart::{Chart, Figure, Series, escape};
+use crate::report::chart::{Chart, Figure, Series, escape};
 use crate::report::csv_field;
 use crate::summary::{RampResult, Stat, StepSummary};
 
@@ -272,7 +272,7 @@ fn series(
                 errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
                 cache_served: picked
                     .iter()
-                    .map(|(s, _, _)| crate::chart::cache_served(s.physical_read_ratio))
+                    .map(|(s, _, _)| crate::report::chart::cache_served(s.physical_read_ratio))
                     .collect(),
             })
         })

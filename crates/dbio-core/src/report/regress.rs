@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chart::escape;
 use crate::driver::RunStatus;
+use crate::report::chart::escape;
 use crate::summary::{Stat, StepSet, StepSummary};
 
 pub use crate::config::thresholds::{RegressConfig, Threshold, Thresholds};

@@ -1,12 +1,19 @@
 //! `report.txt`: the run's result as a person reads it. Every figure carries its unit and
 //! comes from a field of result.json.
+//!
+//! Beside it: SVG charts (`chart`), the ramp's table, charts and HTML (`ramp`), compare's and regress's tables and verdicts (`compare`, `regress`).
+
+pub mod chart;
+pub mod compare;
+pub mod ramp;
+pub mod regress;
 
 use std::fmt::Write as _;
 
 use crate::config::{Database, SessionLoop};
-use crate::dbstats::{MissingRight, WaitRow};
 use crate::driver::RunStatus;
 use crate::result::{OpMetrics, RunResult};
+use crate::stats::dbstats::{MissingRight, WaitRow};
 use crate::units::format_bytes;
 
 pub fn render_text(r: &RunResult) -> String {
@@ -267,7 +274,7 @@ fn targets_section(o: &mut String, r: &RunResult) {
                readers: u32,
                writers: u32,
                read: &OpMetrics,
-               db: Option<&crate::dbstats::DbMetrics>,
+               db: Option<&crate::stats::dbstats::DbMetrics>,
                device: String| {
         let lat = |f: fn(&crate::stats::LatencySummary) -> u64| {
             read.latency_us
@@ -656,7 +663,7 @@ fn host_section(o: &mut String, r: &RunResult) {
         opt(h.physical_read_ratio, 2)
     );
     if h.physical_read_ratio
-        .is_some_and(|p| p < crate::dbstats::MIN_PHYSICAL_RATIO)
+        .is_some_and(|p| p < crate::stats::dbstats::MIN_PHYSICAL_RATIO)
     {
         let _ = writeln!(
             o,
@@ -867,7 +874,7 @@ mod tests {
             engine,
             ..Default::default()
         };
-        let db = crate::dbstats::DbMetrics {
+        let db = crate::stats::dbstats::DbMetrics {
             seconds: 10.0,
             read_iops: 100.0,
             write_iops: 5.0,
@@ -897,7 +904,7 @@ mod tests {
             },
             warnings: vec![],
             db: Some(db),
-            waits: Some(crate::dbstats::WaitProfile::default()),
+            waits: Some(crate::stats::dbstats::WaitProfile::default()),
             device: None,
             calibration: None,
         };
