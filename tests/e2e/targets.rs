@@ -196,7 +196,8 @@ async fn a_ramp_over_two_targets_spreads_each_step() {
 
 // What cannot be one run is refused before anything is measured, naming the fix: targets
 // holding different data sets, one target given twice, a single-target command given two,
-// per-target counts that do not match the targets, and per-target counts in a ramp.
+// per-target counts that do not match the targets, and per-target counts in a ramp; two
+// databases of one cluster run, with a warning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_target_refusals_name_the_fix() {
     let a = TestCluster::start(16);
@@ -272,4 +273,45 @@ async fn several_target_refusals_name_the_fix() {
     );
     // Nothing was measured: no result was written.
     assert!(!out.path().join("x").join("result.json").exists());
+
+    // Two databases of one cluster are two targets, with a warning that its server-wide
+    // figures are counted in both.
+    let c = a.client().await;
+    c.batch_execute("CREATE DATABASE other").await.unwrap();
+    let other = da.replace("dbname=postgres", "dbname=other");
+    assert_ne!(other, da);
+    assert_exit(
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &other,
+            "--schemas",
+            "2",
+            "--scale",
+            SCALE,
+            "-q",
+        ]),
+        0,
+    );
+    let o = dbio(&[
+        "run",
+        "--dsn",
+        &da,
+        "--dsn",
+        &other,
+        "--readers",
+        "2",
+        "--run-time",
+        "1s",
+        "--out",
+        out.path().join("same").to_str().unwrap(),
+        "-q",
+    ]);
+    assert_exit(&o, 0);
+    let r = read_result(&out.path().join("same"));
+    assert!(
+        r["warnings"].to_string().contains("are one server"),
+        "{}",
+        r["warnings"]
+    );
 }

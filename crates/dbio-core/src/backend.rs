@@ -65,6 +65,10 @@ pub struct ServerFacts {
     /// A one-line description of the server for the "connecting" note
     /// (`PostgreSQL 17.2`, `Oracle, container PDB1`).
     pub describe: String,
+    /// What identifies the server itself, whichever database or address reached it
+    /// (PostgreSQL: the cluster's system identifier), so that two targets that are one
+    /// server are told apart from two servers; None when it cannot be read.
+    pub server_id: Option<String>,
 }
 
 /// Sessions connected and prepared, with what the result records of their connections.

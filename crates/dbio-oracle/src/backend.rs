@@ -266,6 +266,7 @@ impl Backend for OracleBackend {
             warnings,
             notes: Vec::new(),
             describe: format!("Oracle, container {}", facts.container.con_name),
+            server_id: None,
         };
         self.facts = Some(facts);
         Ok(out)

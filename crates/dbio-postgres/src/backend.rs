@@ -38,6 +38,17 @@ pub struct PgBackend {
 }
 
 impl PgBackend {
+    /// The cluster's system identifier (pg_control_system(), executable by any role),
+    /// best effort: None when it cannot be read.
+    async fn system_identifier(&self) -> Option<String> {
+        let client = self.target.connect("dbio-preflight").await.ok()?;
+        let row = client
+            .query_one(crate::sql::SYSTEM_IDENTIFIER, &[])
+            .await
+            .ok()?;
+        crate::marker::col::<String>(&row, 0, "the system identifier").ok()
+    }
+
     pub fn new(target: Target) -> PgBackend {
         PgBackend {
             target,
@@ -121,6 +132,7 @@ impl Backend for PgBackend {
             warnings: pre.warnings.clone(),
             notes: pre.notes.clone(),
             describe: format!("PostgreSQL {}", pre.info.version),
+            server_id: self.system_identifier().await,
         };
         self.pre = Some(pre);
         Ok(facts)

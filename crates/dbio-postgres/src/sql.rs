@@ -672,3 +672,6 @@ mod tests {
         assert!(copy_in("s").contains("c9)"));
     }
 }
+
+/// The cluster's identity (pg_control_system() is executable by PUBLIC), as text.
+pub const SYSTEM_IDENTIFIER: &str = "SELECT system_identifier::text FROM pg_control_system()";

@@ -202,6 +202,7 @@ pub async fn run<B: Backend>(
         facts.push(f);
     }
     same_data_set(&facts)?;
+    let one_server = one_server(&facts);
     for (t, f) in facts.iter().enumerate() {
         for n in &f.notes {
             output.note(&format!("run: {}", of_target(&facts, t, n)));
@@ -255,6 +256,7 @@ pub async fn run<B: Backend>(
         .flat_map(|(t, f)| f.warnings.iter().map(move |w| (t, w)))
         .map(|(t, w)| of_target(&facts, t, w))
         .collect();
+    warnings.extend(one_server);
     let sessions_n = plan.specs().len();
     let shard = r.shard();
     let start_at = r.start_at();
@@ -487,6 +489,31 @@ fn shared_devices(per_target: &[WindowFigures]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Targets that are one server (the same system identifier, e.g. two databases of one
+/// cluster): its server-wide figures appear in each, and their sum counts them twice.
+fn one_server(facts: &[ServerFacts]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, a) in facts.iter().enumerate() {
+        let Some(id) = &a.server_id else { continue };
+        let same: Vec<String> = facts[i + 1..]
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.server_id.as_ref() == Some(id))
+            .map(|(k, _)| (i + k + 2).to_string())
+            .collect();
+        if !same.is_empty() && facts[..i].iter().all(|b| b.server_id.as_ref() != Some(id)) {
+            out.push(format!(
+                "targets {} and {} are one server (system identifier {id}): its server-wide figures \
+                 (pg_stat_io on 16+, the device, the host) are in each target's, and the run's database \
+                 totals count them more than once; give each server once",
+                i + 1,
+                same.join(" and ")
+            ));
+        }
+    }
+    out
 }
 
 /// The targets of one run hold the same data set: block size and schemas (the sessions read
