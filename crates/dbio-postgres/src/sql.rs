@@ -584,6 +584,9 @@ pub fn role_rights(major: i32) -> String {
     )
 }
 
+/// The cluster's identity (pg_control_system() is executable by PUBLIC), as text.
+pub const SYSTEM_IDENTIFIER: &str = "SELECT system_identifier::text FROM pg_control_system()";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,6 +675,3 @@ mod tests {
         assert!(copy_in("s").contains("c9)"));
     }
 }
-
-/// The cluster's identity (pg_control_system() is executable by PUBLIC), as text.
-pub const SYSTEM_IDENTIFIER: &str = "SELECT system_identifier::text FROM pg_control_system()";
