@@ -148,6 +148,24 @@ async fn wait_for_start(
     Ok(())
 }
 
+/// Every target's sessions opened by `$open` (`open_sessions` or `open_loop_sessions`: the
+/// session types differ), in index order; each target's TLS pushed onto `$tls`. A backend's
+/// error names its target.
+macro_rules! open_all {
+    ($backends:expr, $plan:expr, $facts:expr, $interrupts:expr, $tls:expr, $open:ident) => {{
+        let mut sessions = Vec::new();
+        for (t, b) in $backends.iter_mut().enumerate() {
+            let opened = interruptible(b.$open(&$plan.for_target(t)), &$interrupts)
+                .await
+                .map_err(|e| on_target(&$facts, t, e))?;
+            $tls.push(opened.tls);
+            sessions.extend(opened.sessions);
+        }
+        sessions.sort_by_key(|(spec, _)| spec.index);
+        sessions
+    }};
+}
+
 /// One measured window on `backends` (one per target: `target.dsns`, else one), its result
 /// written to the run's folder.
 pub async fn run<B: Backend>(
@@ -278,15 +296,7 @@ pub async fn run<B: Backend>(
     let mut tls = Vec::new();
     let (mut outcome, collectors) = match plan.engine() {
         SessionLoop::Client => {
-            let mut sessions = Vec::new();
-            for (t, b) in backends.iter_mut().enumerate() {
-                let opened = interruptible(b.open_sessions(&plan.for_target(t)), &interrupts)
-                    .await
-                    .map_err(|e| on_target(&facts, t, e))?;
-                tls.push(opened.tls);
-                sessions.extend(opened.sessions);
-            }
-            sessions.sort_by_key(|(spec, _)| spec.index);
+            let sessions = open_all!(backends, plan, facts, interrupts, tls, open_sessions);
             let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
             wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!("run: {sessions_n} sessions ready; measuring"));
@@ -301,15 +311,7 @@ pub async fn run<B: Backend>(
             (outcome, collectors)
         }
         SessionLoop::Server => {
-            let mut sessions = Vec::new();
-            for (t, b) in backends.iter_mut().enumerate() {
-                let opened = interruptible(b.open_loop_sessions(&plan.for_target(t)), &interrupts)
-                    .await
-                    .map_err(|e| on_target(&facts, t, e))?;
-                tls.push(opened.tls);
-                sessions.extend(opened.sessions);
-            }
-            sessions.sort_by_key(|(spec, _)| spec.index);
+            let sessions = open_all!(backends, plan, facts, interrupts, tls, open_loop_sessions);
             let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
             wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
             output.note(&format!(
