@@ -240,9 +240,7 @@ where
     let interrupt = interrupts.clone().reached(1);
     let hurry = interrupts.reached(2);
     tokio::pin!(interrupt, hurry);
-    let mut interrupt_done = false;
-    let mut hurried = false;
-    let mut stopped_at: Option<Instant> = None;
+    let mut end = Ending::default();
     // Every session is connected and prepared: release them together.
     let released = Instant::now();
     shared.post(|b| b.go = Some(released));
@@ -259,10 +257,7 @@ where
             tokio::select! {
                 _ = arrivals.notify.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                by = &mut interrupt, if !interrupt_done => {
-                    interrupt_done = true;
-                    shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
-                }
+                by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
             }
         }
     }
@@ -270,13 +265,13 @@ where
         // The "before" snapshot talks to the server: an interrupt must not wait for it.
         let before = tokio::select! {
             r = before_window() => r,
-            by = &mut interrupt, if !interrupt_done => {
-                interrupt_done = true;
+            by = &mut interrupt, if !end.interrupted => {
+                end.interrupted = true;
                 Err(format!("interrupted by {by}"))
             }
         };
         if let Err(e) = before {
-            let status = if interrupt_done {
+            let status = if end.interrupted {
                 RunStatus::Interrupted
             } else {
                 RunStatus::Failed
@@ -285,10 +280,7 @@ where
         }
     }
     if shared.stopped() {
-        let now = Instant::now();
-        stopped_at = Some(now);
-        cancel_all(&cancellers);
-        stragglers.restart(now);
+        end.stop_now(&cancellers, &mut stragglers);
     }
     let measure_from = Instant::now();
     let timeline = Timeline {
@@ -365,21 +357,11 @@ where
                     }
                 }
             }
-            by = &mut interrupt, if !interrupt_done => {
-                interrupt_done = true;
-                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
-            }
-            by = &mut hurry, if !hurried => {
-                hurried = true;
-                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
-                stragglers.close_all(Instant::now());
-            }
-            _ = stop_rx.changed(), if stopped_at.is_none() => {
+            by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
+            by = &mut hurry, if !end.hurried => end.hurry(&shared, &mut stragglers, by),
+            _ = stop_rx.changed(), if end.stopped_at.is_none() => {
                 if *stop_rx.borrow() {
-                    let now = Instant::now();
-                    stopped_at = Some(now);
-                    cancel_all(&cancellers);
-                    stragglers.restart(now);
+                    end.stop_now(&cancellers, &mut stragglers);
                 }
             }
             _ = sleep_until_opt(stragglers.deadline()) => {
@@ -391,7 +373,7 @@ where
     }
     let sessions_lost = stragglers.finish(&mut outcomes, &shared);
     let last_stop = outcomes.iter().filter_map(|o| o.returned_at).max();
-    let end_instant = match (timeline.end, stopped_at) {
+    let end_instant = match (timeline.end, end.stopped_at) {
         (_, Some(s)) => s,
         (Some(end), None) => end,
         (None, None) => outcomes
@@ -433,6 +415,37 @@ where
         timeseries,
         client_cpu,
         sessions_lost,
+    }
+}
+
+/// How a run is being ended, the same in both loops: the first interrupt stops it (the
+/// stop signal then cancels every session), the second also shuts every pending session's
+/// connection down at once; `stopped_at` is when the sessions were cancelled.
+#[derive(Default)]
+pub(super) struct Ending {
+    pub(super) interrupted: bool,
+    pub(super) hurried: bool,
+    pub(super) stopped_at: Option<Instant>,
+}
+
+impl Ending {
+    pub(super) fn interrupt(&mut self, shared: &Shared, by: &str) {
+        self.interrupted = true;
+        shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+    }
+
+    pub(super) fn hurry(&mut self, shared: &Shared, stragglers: &mut Stragglers, by: &str) {
+        self.hurried = true;
+        shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
+        stragglers.close_all(Instant::now());
+    }
+
+    /// The run stopped: every session's statement is cancelled and the grace starts.
+    pub(super) fn stop_now(&mut self, cancellers: &[Canceller], stragglers: &mut Stragglers) {
+        let now = Instant::now();
+        self.stopped_at = Some(now);
+        cancel_all(cancellers);
+        stragglers.restart(now);
     }
 }
 

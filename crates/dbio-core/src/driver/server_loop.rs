@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::coordinator::{
-    END_SLACK, SESSION_STACK, Shared, Stragglers, Timeline, cancel_all, sleep_until_opt, stop_cause,
+    END_SLACK, Ending, SESSION_STACK, Shared, Stragglers, Timeline, sleep_until_opt, stop_cause,
 };
 use super::outcome::{
     DriveOutcome, EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome,
@@ -61,12 +61,11 @@ where
     let interrupt = interrupts.clone().reached(1);
     let hurry = interrupts.reached(2);
     tokio::pin!(interrupt, hurry);
-    let mut interrupt_done = false;
-    let mut hurried = false;
+    let mut end = Ending::default();
     let before = tokio::select! {
         r = before_window() => r.map_err(|e| (RunStatus::Failed, e)),
         by = &mut interrupt => {
-            interrupt_done = true;
+            end.interrupted = true;
             Err((RunStatus::Interrupted, format!("interrupted by {by}")))
         }
     };
@@ -158,7 +157,6 @@ where
     // stopped answering) is cut off like a stopped run's sessions.
     stragglers.ending(measure_from + run_time + END_SLACK);
     let mut stop_rx = shared.stop_tx.subscribe();
-    let mut stopped_at: Option<Instant> = None;
     let mut outcomes = Vec::new();
     loop {
         tokio::select! {
@@ -177,21 +175,11 @@ where
                     break;
                 }
             },
-            by = &mut interrupt, if !interrupt_done => {
-                interrupt_done = true;
-                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
-            }
-            by = &mut hurry, if !hurried => {
-                hurried = true;
-                shared.stop(RunStatus::Interrupted, format!("interrupted by {by}"));
-                stragglers.close_all(Instant::now());
-            }
-            _ = stop_rx.changed(), if stopped_at.is_none() => {
+            by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
+            by = &mut hurry, if !end.hurried => end.hurry(&shared, &mut stragglers, by),
+            _ = stop_rx.changed(), if end.stopped_at.is_none() => {
                 if *stop_rx.borrow() {
-                    let now = Instant::now();
-                    stopped_at = Some(now);
-                    cancel_all(&cancellers);
-                    stragglers.restart(now);
+                    end.stop_now(&cancellers, &mut stragglers);
                 }
             }
             _ = sleep_until_opt(stragglers.deadline()) => {
@@ -202,7 +190,8 @@ where
         }
     }
     let sessions_lost = stragglers.finish(&mut outcomes, &shared);
-    let end_instant = stopped_at
+    let end_instant = end
+        .stopped_at
         .or_else(|| outcomes.iter().filter_map(|o| o.last_end_at).max())
         .unwrap_or(measure_from)
         .max(measure_from);
