@@ -719,11 +719,13 @@ mod tests {
             .with_timezone(&Utc)
             + chrono::TimeDelta::milliseconds(offset_ms);
         let ctx = RunContext {
+            other_shards: false,
             config: crate::Config::default(),
             environment: Environment {
                 dbio_version: "0".into(),
                 client_host: "h".into(),
                 target: "t".into(),
+                pinned_server: None,
                 session_tls: None,
                 server_version: "17.0".into(),
                 server_version_num: 170000,
@@ -763,7 +765,10 @@ mod tests {
                 sessions_lost: 0,
             },
         );
-        // The driver counts sessions' operations; here the histogram is the truth.
+        // The driver counts sessions' operations; here the histogram is the truth (and a
+        // window with operations is not the failed one `build` saw without sessions).
+        r.status = RunStatus::Ok;
+        r.error = None;
         r.client.read.count = latencies_us.len() as u64;
         r.client.ops = r.client.read.count;
         r.client.read.ops_per_s = r.client.read.count as f64 / 10.0;

@@ -149,6 +149,7 @@ mod tests {
             dbio_version: "0".into(),
             client_host: "h".into(),
             target: "host=h".into(),
+            pinned_server: None,
             server_version: "x".into(),
             server_version_num: version_num,
             session_tls: Default::default(),

@@ -146,6 +146,7 @@ pub async fn preflight(
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
         target: target.redacted(),
+        pinned_server: None,
         server_version: info.version.clone(),
         server_version_num: info.version_num as i64,
         settings,

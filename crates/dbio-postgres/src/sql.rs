@@ -136,6 +136,11 @@ pub fn vacuum_freeze_analyze(schema: &str) -> String {
 
 pub const CHECKPOINT: &str = "CHECKPOINT";
 
+/// 15+: publishes this backend's pending statistics when the statement ends, before the
+/// reply (pgstat_report_stat runs ahead of ReadyForQuery), so a snapshot taken after it
+/// counts them (pg-stats §4).
+pub const FORCE_FLUSH: &str = "SELECT pg_stat_force_next_flush()";
+
 /// Server facts every command needs: version, block size, shared_buffers in bytes, whether we
 /// are superuser, the database name.
 pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int, \

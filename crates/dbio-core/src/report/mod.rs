@@ -883,11 +883,13 @@ mod tests {
             ..Default::default()
         };
         let ctx = crate::result::RunContext {
+            other_shards: false,
             config,
             environment: crate::result::Environment {
                 dbio_version: "0".into(),
                 client_host: "h".into(),
                 target: "t".into(),
+                pinned_server: None,
                 session_tls: None,
                 server_version: "v".into(),
                 server_version_num: 0,
