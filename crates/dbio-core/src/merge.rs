@@ -30,6 +30,7 @@ use thiserror::Error;
 use crate::driver::{CpuUsage, IntervalRow, RunStatus};
 use crate::result::{OpMetrics, RunResult};
 use crate::shape::Shape;
+use crate::stats::dbstats::{HostMetrics, SHARD_WAIT_NOTE, WaitProfile, WaitRow};
 use crate::stats::{LatencySummary, decode_histogram, encode_histogram, new_histogram};
 use crate::workload::SessionKind;
 
@@ -257,14 +258,11 @@ pub fn merge(
         .count() as u32;
     let writers = sessions.len() as u32 - readers;
 
-    // The collector's figures: from the first shard that has them.
-    let collector_from = results
-        .iter()
-        .position(|r| r.db.is_some() || r.waits.is_some() || r.device.is_some());
-    let collectors = results
-        .iter()
-        .filter(|r| r.db.is_some() || r.waits.is_some() || r.device.is_some())
-        .count();
+    // The server's figures: from the first shard that has them (every shard may sample its
+    // own sessions' waits; only the collecting one snapshots the server).
+    let collects = |r: &RunResult| r.db.is_some() || r.device.is_some();
+    let collector_from = results.iter().position(collects);
+    let collectors = results.iter().filter(|r| collects(r)).count();
     if let Some(k) = collector_from
         && collectors > 1
     {
@@ -398,6 +396,30 @@ pub fn merge(
         .map(|r| r.window.warmup_s)
         .fold(0.0, f64::max);
 
+    // The waits and the backends' physical reads: each shard measured its own sessions,
+    // and the merged figures are their sums (the server's measured rows and processes from
+    // the collecting shard).
+    let waits = merge_waits(&results, collector_from, &mut warnings);
+    let block_size = first.environment.data_set.block_size;
+    let host = merge_hosts(&results, collector_from, block_size, &mut warnings);
+    let mut db = from.and_then(|f| f.db.clone());
+    if let Some(db) = db.as_mut() {
+        // The other shards' samplers committed their own transactions on the server too.
+        let others: u64 = results
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| Some(*k) != collector_from)
+            .filter_map(|(_, r)| r.waits.as_ref().map(|w| w.transactions))
+            .sum();
+        if others > 0 {
+            db.exclude_own_transactions(others);
+        }
+        if let Some(t) = db.db_time_s {
+            warnings.extend(crate::result::db_time_warning(t, sessions.len(), db.seconds));
+        }
+        warnings.extend(crate::stats::dbstats::host_cache_warnings(db, host.as_ref()));
+    }
+
     let client = crate::result::ClientMetrics {
         ops,
         errors,
@@ -421,10 +443,10 @@ pub fn merge(
         sessions,
         sessions_lost: results.iter().map(|r| r.sessions_lost).sum(),
         timeseries,
-        db: from.and_then(|f| f.db.clone()),
-        waits: from.and_then(|f| f.waits.clone()),
+        db,
+        waits,
         device: from.and_then(|f| f.device.clone()),
-        host: from.and_then(|f| f.host.clone()),
+        host,
         missing_rights: from.map(|f| f.missing_rights.clone()).unwrap_or_default(),
         calibration: None,
         warnings,
@@ -448,7 +470,8 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
         b: p.to_path_buf(),
         detail,
     };
-    let shape0 = Shape::of(&r0.config, Some(&r0.environment), data_device(r0));
+    // The device is measured by the collecting shard only: not a shape fact between shards.
+    let shape0 = Shape::of(&r0.config, Some(&r0.environment), None);
     let mut indices = BTreeSet::new();
     for (p, r) in paths.iter().zip(results) {
         if run_identity(r) != run_identity(r0) {
@@ -504,7 +527,7 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
             ));
         }
         let differences =
-            shape0.differences(&Shape::of(&r.config, Some(&r.environment), data_device(r)));
+            shape0.differences(&Shape::of(&r.config, Some(&r.environment), None));
         let mut listed: Vec<String> = differences.iter().map(|d| d.to_string()).collect();
         listed.extend(workload_differences(r0, r));
         if !listed.is_empty() {
@@ -528,8 +551,157 @@ pub fn run_identity(r: &RunResult) -> Option<&str> {
         .or(r.config.run.run_id.as_deref())
 }
 
-fn data_device(r: &RunResult) -> Option<&str> {
-    r.device.as_ref().map(|d| d.device.as_str())
+/// The waits of the merged run: each shard sampled its own sessions, so the sampled rows and
+/// the DB time (samples x each shard's own period) add; the database's measured rows (its
+/// counters cover every shard's sessions) and the server's processes are the collecting
+/// shard's. Null, with the reason, when a shard has no waits.
+fn merge_waits(
+    results: &[RunResult],
+    from: Option<usize>,
+    warnings: &mut Vec<String>,
+) -> Option<WaitProfile> {
+    let Some(profiles) = results
+        .iter()
+        .map(|r| r.waits.as_ref())
+        .collect::<Option<Vec<&WaitProfile>>>()
+    else {
+        if results.iter().any(|r| r.waits.is_some()) {
+            warnings.push(
+                "waits are null: not every shard sampled its own sessions (shards of a dbio before 0.x, or without \
+                 a wait sampler), and one shard's samples beside the database's counters of all would overstate \
+                 the waits' share of DB time"
+                    .into(),
+            );
+        }
+        return None;
+    };
+    let base = profiles[from.unwrap_or(0)];
+    let mut fg: Vec<WaitRow> = base
+        .foreground
+        .iter()
+        .filter(|r| r.measured)
+        .map(|r| WaitRow {
+            samples: 0,
+            note: r
+                .note
+                .as_deref()
+                .map(strip_shard_note)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            ..r.clone()
+        })
+        .collect();
+    for p in &profiles {
+        for row in &p.foreground {
+            match fg.iter_mut().find(|r| r.event == row.event) {
+                Some(r) => {
+                    r.samples += row.samples;
+                    if !r.measured {
+                        r.time_s += row.time_s;
+                    }
+                }
+                None if !row.measured => fg.push(WaitRow {
+                    pct_db_time: None,
+                    ..row.clone()
+                }),
+                None => {}
+            }
+        }
+    }
+    let db_time_s: f64 = profiles.iter().map(|p| p.db_time_s).sum();
+    for r in fg.iter_mut() {
+        r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);
+    }
+    fg.sort_by(|a, b| b.time_s.total_cmp(&a.time_s));
+    let samples: u64 = profiles.iter().map(|p| p.samples).sum();
+    let mut background = base.background.clone();
+    for r in background.iter_mut() {
+        r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);
+    }
+    Some(WaitProfile {
+        period_ms: base.period_ms,
+        achieved_period_ms: profiles.iter().map(|p| p.achieved_period_ms).sum::<f64>()
+            / profiles.len() as f64,
+        samples,
+        transactions: profiles.iter().map(|p| p.transactions).sum(),
+        db_time_s,
+        db_time_source: format!(
+            "sampled: each shard's own sessions (by {}) x its own period, summed over {} shards",
+            if base.sessions_by.is_empty() {
+                "backend PID"
+            } else {
+                base.sessions_by.as_str()
+            },
+            profiles.len()
+        ),
+        foreground: fg,
+        background,
+        sessions_by: base.sessions_by.clone(),
+        // Each shard's sampler saw the other shards' sessions as others: not merged.
+        other_sessions: Vec::new(),
+        other_sessions_pct: None,
+        visibility_note: profiles.iter().find_map(|p| p.visibility_note.clone()),
+    })
+}
+
+/// A measured wait row's note without what it says in a shard's own result.
+fn strip_shard_note(note: &str) -> &str {
+    match note.find(SHARD_WAIT_NOTE) {
+        Some(i) => note[..i].trim_end_matches("; ").trim_end(),
+        None => note,
+    }
+}
+
+/// The backends' physical reads of the merged run: each shard's own sessions' bytes (from
+/// storage and through the kernel) add; the io workers, the host's memory and CPU are the
+/// collecting shard's. The session figures are null, with a note, unless every shard read
+/// its backends.
+fn merge_hosts(
+    results: &[RunResult],
+    from: Option<usize>,
+    block_size: u64,
+    warnings: &mut Vec<String>,
+) -> Option<HostMetrics> {
+    let base = from
+        .and_then(|k| results[k].host.as_ref())
+        .or_else(|| results.iter().find_map(|r| r.host.as_ref()))?;
+    let mut h = base.clone();
+    let per_shard: Option<Vec<(u64, u64, u32)>> = results
+        .iter()
+        .map(|r| {
+            let h = r.host.as_ref()?;
+            Some((h.session_read_bytes?, h.session_kernel_read_bytes?, h.backends_read))
+        })
+        .collect();
+    h.notes.retain(|n| !n.starts_with("this shard's own sessions only"));
+    match per_shard {
+        Some(parts) => {
+            h.session_read_bytes = Some(parts.iter().map(|p| p.0).sum());
+            h.session_kernel_read_bytes = Some(parts.iter().map(|p| p.1).sum());
+            // Each shard's own backends; the collecting shard's count includes the io workers.
+            h.backends_read = results
+                .iter()
+                .filter_map(|r| r.host.as_ref().map(|h| h.backends_read))
+                .sum();
+            h.notes.push(format!(
+                "dbio's backends: the sum of {} shards' own sessions",
+                results.len()
+            ));
+        }
+        None => {
+            h.session_read_bytes = None;
+            h.session_kernel_read_bytes = None;
+            h.physical_blocks_per_s = None;
+            h.physical_read_ratio = None;
+            let note = "the backends' physical reads are null: not every shard read its own sessions' /proc/<pid>/io \
+                        (see each shard's missing rights)";
+            h.notes.push(note.to_string());
+            warnings.push(note.to_string());
+            return Some(h);
+        }
+    }
+    h.derive_ratio(block_size);
+    Some(h)
 }
 
 /// What the sessions did, beyond the shape: the mix, think time, hot spot, window kind.

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use dbio_core::stats::dbstats::{DbMetrics, WaitProfile, WaitRow};
+use dbio_core::stats::dbstats::{DbMetrics, SHARD_WAIT_NOTE, WaitProfile, WaitRow};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
@@ -364,8 +364,7 @@ pub fn wait_profile(
         }
         if shard_of_many {
             note = Some(format!(
-                "{}the database's count covers every shard's sessions, this shard's DB time only its own: \
-                 its % of DB time is in the merged result (`dbio merge`)",
+                "{}{SHARD_WAIT_NOTE}",
                 note.map(|n| format!("{n}; ")).unwrap_or_default()
             ));
         }

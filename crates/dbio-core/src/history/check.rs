@@ -291,6 +291,7 @@ fn summary_of(f: &StepFigures) -> StepSummary {
         db_avg_read_latency_us: stat(f.db_avg_read_latency_us),
         device_read_iops: stat(f.device_read_iops),
         physical_read_ratio: None,
+        backends_physical_read_ratio: None,
         raw_device_iops: None,
         db_to_raw_iops_ratio: None,
         top_wait: None,

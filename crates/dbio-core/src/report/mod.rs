@@ -44,26 +44,25 @@ pub fn render_text(r: &RunResult) -> String {
     }
     let env = &r.environment;
     let _ = writeln!(o, "target    {}", env.target);
+    if let Some(server) = &env.pinned_server {
+        let _ = writeln!(
+            o,
+            "          host list: every session and the collector used {server}"
+        );
+    }
     let _ = writeln!(
         o,
         "server    {} (dbio {} on {})",
         env.server_version, env.dbio_version, env.client_host
     );
-    let settings: Vec<String> = env
-        .settings
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
-        .collect();
-    let _ = writeln!(
-        o,
-        "settings  {}{}",
-        if r.targets.is_empty() {
-            ""
-        } else {
-            "target 1: "
-        },
-        settings.join(" ")
-    );
+    if r.targets.is_empty() {
+        let _ = writeln!(o, "settings  {}", settings_line(env));
+    } else {
+        let _ = writeln!(
+            o,
+            "settings  per target (see Targets below: each server's own)"
+        );
+    }
     if let Some(t) = &env.session_tls {
         let line = match (&t.protocol, &t.cipher) {
             (Some(p), Some(c)) => format!(
@@ -138,7 +137,7 @@ pub fn render_text(r: &RunResult) -> String {
             }
         }
     );
-    if let Some(rp) = &env.read_path {
+    if let Some(rp) = env.read_path.as_ref().filter(|_| r.targets.is_empty()) {
         let _ = writeln!(o, "{}", read_path_line(rp));
     }
     for t in &ds.tables {
@@ -254,6 +253,13 @@ fn targets_section(o: &mut String, r: &RunResult) {
             t.target,
             t.environment.server_version
         );
+        if let Some(server) = &t.environment.pinned_server {
+            let _ = writeln!(o, "     host list: its sessions and collector used {server}");
+        }
+        let _ = writeln!(o, "     settings {}", settings_line(&t.environment));
+        if let Some(rp) = &t.environment.read_path {
+            let _ = writeln!(o, "     {}", read_path_line(rp));
+        }
     }
     let _ = writeln!(
         o,
@@ -350,6 +356,15 @@ fn targets_section(o: &mut String, r: &RunResult) {
     }
 }
 
+/// The settings that matter, `name=value` each, as the server reported them.
+fn settings_line(env: &crate::result::Environment) -> String {
+    env.settings
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn op_line(name: &str, m: &OpMetrics) -> String {
     match &m.latency_us {
         Some(l) => format!(
@@ -437,6 +452,10 @@ fn db_sections(o: &mut String, r: &RunResult) {
             "  ** INVALID: see warnings **"
         }
     );
+    let commits_unit = match db.own_transactions {
+        Some(n) => format!("/s (this database's, less dbio's own {n} collector and sampler transactions)"),
+        None => "/s (this database's, dbio's collector and sampler included)".to_string(),
+    };
     let rows: [(&str, String, &str); 11] = [
         (
             "DB read requests",
@@ -467,7 +486,7 @@ fn db_sections(o: &mut String, r: &RunResult) {
         (words.log[0], opt(db.wal_bytes_per_s, 0), "bytes/s"),
         (words.log[1], opt(db.wal_writes_per_s, 1), "/s"),
         (words.log[2], opt(db.wal_syncs_per_s, 1), "/s"),
-        ("Commits", format!("{:.1}", db.commits_per_s), "/s"),
+        ("Commits", format!("{:.1}", db.commits_per_s), commits_unit.as_str()),
         (
             "Operations (client)",
             format!("{:.1}", r.client.ops_per_s),
@@ -496,6 +515,9 @@ fn db_sections(o: &mut String, r: &RunResult) {
         );
     }
     let _ = writeln!(o);
+    for (field, why) in &db.null_reasons {
+        let _ = writeln!(o, "  {field} is null: {why}");
+    }
     if let Some(calls) = db.counters.get("pgss.calls") {
         let c = |k: &str| db.counters.get(k).copied().unwrap_or(0.0);
         let _ = writeln!(
@@ -646,7 +668,12 @@ fn host_section(o: &mut String, r: &RunResult) {
     let Some(h) = &r.host else {
         let _ = writeln!(
             o,
-            "  host: not measured (see the warnings and the missing rights)"
+            "  host: {}",
+            if r.targets.is_empty() {
+                "not measured (see the warnings and the missing rights)"
+            } else {
+                "per target (see Targets below: each target's collector measured its own host)"
+            }
         );
         return;
     };
@@ -654,7 +681,7 @@ fn host_section(o: &mut String, r: &RunResult) {
     let _ = writeln!(
         o,
         "  host ({}): dbio's backends read {} MiB from storage, io workers {} MiB ({} processes); {} physical blocks/s; \
-         physical-read ratio (backends' blocks from storage / database blocks read): {}",
+         physical-read ratio (bytes the backends fetched from storage / bytes they read, /proc/<pid>/io read_bytes / rchar): {}",
         h.source,
         mib(h.session_read_bytes),
         mib(h.io_worker_read_bytes),

@@ -20,16 +20,26 @@ fn f0(s: &Option<Stat>) -> String {
         .unwrap_or_default()
 }
 
+/// A spread needs two repeats: one value has none to show (not a spread of 0).
+fn spread(s: &Option<Stat>) -> Option<&Stat> {
+    s.as_ref().filter(|s| s.values.len() > 1)
+}
+
 fn sd(s: &Option<Stat>) -> String {
-    s.as_ref()
-        .map(|s| format!("{:.1}", s.sd))
-        .unwrap_or_default()
+    spread(s).map(|s| format!("{:.1}", s.sd)).unwrap_or_default()
 }
 
 fn cv(s: &Option<Stat>) -> String {
-    s.as_ref()
+    spread(s)
         .map(|s| format!("{:.3}", s.cv))
         .unwrap_or_default()
+}
+
+/// `cv` for the aligned table: `-` where there is none (a single repeat).
+fn cv_txt(s: &Option<Stat>) -> String {
+    spread(s)
+        .map(|s| format!("{:.3}", s.cv))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Columns of ramp.csv, in order, and how each step fills them.
@@ -159,7 +169,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
             s.repeats,
             s.elapsed_s,
             f1(&s.db_read_iops),
-            cv(&s.db_read_iops),
+            cv_txt(&s.db_read_iops),
             f1(&s.db_write_iops),
             f1(&s.db_avg_read_latency_us),
             f1(&client),
@@ -183,7 +193,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
                 "",
                 "",
                 f1(&t.db_read_iops),
-                cv(&t.db_read_iops),
+                cv_txt(&t.db_read_iops),
                 "",
                 f1(&t.db_avg_read_latency_us),
                 f1(&t.client_ops_per_s),
@@ -204,7 +214,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
     let _ = writeln!(
         o,
         "DB figures are the database's own counters over each window; client figures are dbio's HDR measurements; \
-         cv = coefficient of variation across repeats."
+         cv = coefficient of variation across repeats (`-` for a single repeat)."
     );
     for w in &r.warnings {
         let _ = writeln!(o, "WARNING: {w}");
@@ -272,7 +282,7 @@ fn series(
                 errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
                 cache_served: picked
                     .iter()
-                    .map(|(s, _, _)| crate::report::chart::cache_served(s.physical_read_ratio))
+                    .map(|(s, _, _)| crate::report::chart::cache_served(s.physical_read_ratio, s.backends_physical_read_ratio))
                     .collect(),
             })
         })
@@ -635,6 +645,7 @@ mod tests {
             db_avg_read_latency_us: None,
             device_read_iops: None,
             physical_read_ratio: None,
+            backends_physical_read_ratio: None,
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,

@@ -94,6 +94,11 @@ pub struct WaitRow {
     pub device_await_ms: Option<f64>,
 }
 
+/// What a shard's measured wait row says of itself (the database's count covers every
+/// shard's sessions, the shard's DB time its own); `dbio merge` drops it from the merged row.
+pub const SHARD_WAIT_NOTE: &str = "the database's count covers every shard's sessions, this shard's DB time only its own: \
+     its % of DB time is in the merged result (`dbio merge`)";
+
 /// The wait profile: sampled session states (ASH-like), with measured rows where the
 /// database counts waits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
