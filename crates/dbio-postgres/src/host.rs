@@ -190,8 +190,8 @@ pub fn io_counts_of(io: &str) -> Option<IoCounts> {
 }
 
 /// The counters of each pid that is still there (a pid that exited is left out), and how
-/// many statements the reads took through the connection (each one a transaction in
-/// pg_stat_database). Through the connection each file is its own statement, pipelined, so
+/// many transactions the reads committed through the connection (pg_stat_database counts
+/// them; see `sql::QUERY_TRANSACTIONS`). Through the connection each file is its own statement, pipelined, so
 /// one missing pid fails only its own read.
 pub async fn read_pid_io(
     client: &Client,
@@ -215,19 +215,19 @@ pub async fn read_pid_io(
                 io_counts_of(&text).map(|c| (pid, c))
             })
             .collect();
-        return (read, 1);
+        return (read, sql::QUERY_TRANSACTIONS);
     }
     let reads = pids.iter().map(|pid| async move {
         let text = access.read(client, &format!("/proc/{pid}/io")).await.ok()?;
         io_counts_of(&text).map(|c| (*pid, c))
     });
     let read: BTreeMap<i32, IoCounts> = join_all(reads).await.into_iter().flatten().collect();
-    let statements = if *access == HostAccess::Server {
-        read.len() as u64
+    let transactions = if *access == HostAccess::Server {
+        read.len() as u64 * sql::QUERY_TRANSACTIONS
     } else {
         0
     };
-    (read, statements)
+    (read, transactions)
 }
 
 /// The io workers' pids (PostgreSQL 18+); empty before 18 or when the role cannot see them.

@@ -87,12 +87,16 @@ impl Holder {
     /// `pid 1234 (application_name dbio-lock, user bob, client 10.0.0.5, connected since
     /// 2026-12-01 12:00:00 UTC)`; what this role may not see is said so.
     pub fn describe(&self) -> String {
-        let hidden = "not visible to this role without pg_read_all_stats";
-        let what = if self.mode.contains("Exclusive") {
+        self.describe_as(if self.mode.contains("Exclusive") {
             "setup or teardown"
         } else {
             "a run"
-        };
+        })
+    }
+
+    /// As [`Holder::describe`], for a key only runs take (a run id's, a shard's).
+    pub fn describe_as(&self, what: &str) -> String {
+        let hidden = "not visible to this role without pg_read_all_stats";
         format!(
             "pid {} ({what}: application_name {}, user {}, client {}, connected since {})",
             self.pid,
@@ -336,7 +340,7 @@ async fn take_run_key<C: GenericClient>(
             .map_err(|e| PgError::from_db(what, &e))
     };
     let refused = |holders: Vec<Holder>, message: String, hint: &str| {
-        let mut named: Vec<String> = holders.iter().map(Holder::describe).collect();
+        let mut named: Vec<String> = holders.iter().map(|h| h.describe_as("a run")).collect();
         if named.is_empty() {
             named.push("another session, which released it just now".into());
         }

@@ -149,8 +149,9 @@ fn classify(row: &Row, opts: &SamplerOptions) -> Option<Who> {
 }
 
 /// Transactions a connection of dbio's commits before its first statement: the server's
-/// start-up transaction and dbio's own settings (`Target::connect`), as pg_stat_database
-/// counts them (measured: two connections of one `SELECT 1` each add 4 to xact_commit).
+/// start-up transaction and dbio's own settings (`Target::connect`, one simple query), as
+/// pg_stat_database counts them (measured: five connections of one `SELECT 1` each add 10
+/// to xact_commit).
 pub const CONNECT_TRANSACTIONS: u64 = 2;
 
 async fn sample_loop(
@@ -162,7 +163,7 @@ async fn sample_loop(
     let mut transactions = CONNECT_TRANSACTIONS;
     let sees_all = match client.query_one(SEES_ALL, &[]).await {
         Ok(r) => {
-            transactions += 1;
+            transactions += crate::sql::QUERY_TRANSACTIONS;
             r.try_get::<_, Option<bool>>(0)
                 .ok()
                 .flatten()
@@ -202,7 +203,7 @@ async fn sample_loop(
             }
         };
         out.samples += 1;
-        out.transactions += 1;
+        out.transactions += crate::sql::QUERY_TRANSACTIONS;
         let mut workers = Vec::new();
         for r in rows {
             let row: Row = match (
@@ -226,11 +227,11 @@ async fn sample_loop(
         if let Some(access) = &opts.host {
             let mut pids = opts.session_pids.clone();
             pids.extend(&workers);
-            let (readings, statements) = tokio::select! {
+            let (readings, transactions) = tokio::select! {
                 r = host::read_pid_io(&client, access, &pids) => r,
                 _ = stop.wait_for(|s| *s) => break,
             };
-            out.transactions += statements;
+            out.transactions += transactions;
             out.pid_io.record(&readings);
         }
         out.io_workers.extend(workers);

@@ -57,11 +57,11 @@ const AFTER_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKEND_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// Returns once none of `pids` is in pg_stat_activity (or the server does not say); `asked`
-/// counts the statements (each a transaction of the collector's own).
+/// counts the collector's own transactions they commit.
 async fn backends_gone(client: &Client, pids: &[i32], asked: &mut u64) {
     loop {
         let answer = client.query_one(sql::BACKENDS_LEFT, &[&pids]).await.ok();
-        *asked += u64::from(answer.is_some());
+        *asked += u64::from(answer.is_some()) * sql::QUERY_TRANSACTIONS;
         let left = answer.and_then(|r| r.try_get::<_, i64>(0).ok());
         if left.is_none_or(|n| n == 0) {
             return;
