@@ -432,10 +432,7 @@ async fn no_track_io_timing_warning_when_the_sessions_time_their_reads() {
         r["db"]
     );
     let w = warnings(&r);
-    assert!(
-        !w.iter().any(|x| x.contains("track_io_timing")),
-        "{w:?}"
-    );
+    assert!(!w.iter().any(|x| x.contains("track_io_timing")), "{w:?}");
 }
 
 /// 13 and 14 sample waits beside counters published late: the sampler stops with the window

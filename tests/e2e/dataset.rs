@@ -586,7 +586,11 @@ async fn a_clustered_data_set_is_refused_by_check_and_run_until_setup_force() {
     assert_exit(&setup(&dsn, "user", "1", &[]), 0);
     let o = check(&dsn);
     assert_exit(&o, 0);
-    assert!(stdout(&o).contains("keys in random order"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("keys in random order"),
+        "{}",
+        stdout(&o)
+    );
     let c = pg.client().await;
     c.batch_execute("CLUSTER user1.cf1 USING i_cf1; ANALYZE user1.cf1")
         .await
@@ -595,8 +599,9 @@ async fn a_clustered_data_set_is_refused_by_check_and_run_until_setup_force() {
     assert_exit(&o, 1);
     let text = stdout(&o);
     assert!(
-        text.contains("its keys are in their physical order (correlation of custid with the block order 1.00")
-            && text.contains("dbio setup --force"),
+        text.contains(
+            "its keys are in their physical order (correlation of custid with the block order 1.00"
+        ) && text.contains("dbio setup --force"),
         "{text}"
     );
     let out = tempfile::tempdir().unwrap();
@@ -624,7 +629,16 @@ async fn check_and_run_agree_at_the_smallest_scale() {
     let pg = TestCluster::start(16);
     let dsn = pg.dsn();
     assert_exit(
-        &dbio(&["setup", "--dsn", &dsn, "--schemas", "1", "--scale", "64blocks", "-q"]),
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "64blocks",
+            "-q",
+        ]),
         0,
     );
     let o = check(&dsn);
@@ -641,6 +655,17 @@ async fn check_and_run_agree_at_the_smallest_scale() {
     assert_eq!(r["environment"]["read_path"]["scan"], "Index Scan");
     assert_eq!(r["environment"]["data_set"]["scale_blocks"], 64);
     // Below the minimum, setup refuses.
-    let o = dbio(&["setup", "--dsn", &dsn, "--prefix", "tiny", "--schemas", "1", "--scale", "63blocks", "-q"]);
+    let o = dbio(&[
+        "setup",
+        "--dsn",
+        &dsn,
+        "--prefix",
+        "tiny",
+        "--schemas",
+        "1",
+        "--scale",
+        "63blocks",
+        "-q",
+    ]);
     assert_exit(&o, 2);
 }

@@ -86,7 +86,14 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         &dsn,
         first_out.path().to_str().unwrap(),
         "8s",
-        &["--run-id", "shards-of-one", "--shard", "0/2", "--readers", "2"],
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "0/2",
+            "--readers",
+            "2",
+        ],
     );
     // The first run holds the data set from its preflight on; its sessions connect after.
     let holder = pid_of(&c, "dbio-lock", Duration::from_secs(15)).await;
@@ -158,7 +165,14 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         &dsn,
         twice_out.path().to_str().unwrap(),
         "1",
-        &["--run-id", "shards-of-one", "--shard", "0/2", "--readers", "2"],
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "0/2",
+            "--readers",
+            "2",
+        ],
     ));
     assert_exit(&twice, 2);
     let e = stderr(&twice);
@@ -172,7 +186,14 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         &dsn,
         shard_out.path().to_str().unwrap(),
         "1",
-        &["--run-id", "shards-of-one", "--shard", "1/2", "--readers", "2"],
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "1/2",
+            "--readers",
+            "2",
+        ],
     ));
     assert_exit(&shard, 0);
     assert_eq!(read_result(shard_out.path())["status"], "ok");

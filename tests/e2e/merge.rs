@@ -467,8 +467,19 @@ async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
                 s.spawn(move || {
                     let shard = format!("{k}/3");
                     let mut args = vec![
-                        "run", "--dsn", dsn, "--schemas", "2", "--scale", "2000blocks",
-                        "--readers", "6", "--run-time", "3s", "-q", "--out",
+                        "run",
+                        "--dsn",
+                        dsn,
+                        "--schemas",
+                        "2",
+                        "--scale",
+                        "2000blocks",
+                        "--readers",
+                        "6",
+                        "--run-time",
+                        "3s",
+                        "-q",
+                        "--out",
                     ];
                     args.push(d.to_str().unwrap());
                     args.extend(["--run-id", "direct", "--shard", &shard, "--start-at", start]);
@@ -485,7 +496,12 @@ async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
     // Each shard sampled its own two sessions and read its own backends.
     for (k, r) in shards.iter().enumerate() {
         assert!(r["waits"].is_object(), "shard {k} sampled its sessions");
-        assert_eq!(r["host"]["backends_read"].as_u64().map(|n| n >= 2), Some(true), "{}", r["host"]);
+        assert_eq!(
+            r["host"]["backends_read"].as_u64().map(|n| n >= 2),
+            Some(true),
+            "{}",
+            r["host"]
+        );
         let ratio = num(&r["host"], &["physical_read_ratio"]);
         assert!(ratio > 0.9, "shard {k}: direct I/O, yet a ratio of {ratio}");
         let w = r["warnings"].to_string();
@@ -518,7 +534,10 @@ async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
         "the merged foreground waits are {fg}% of DB time: {waits}"
     );
     assert!(
-        waits["db_time_source"].as_str().unwrap().contains("summed over 3 shards"),
+        waits["db_time_source"]
+            .as_str()
+            .unwrap()
+            .contains("summed over 3 shards"),
         "{}",
         waits["db_time_source"]
     );

@@ -385,10 +385,16 @@ async fn a_host_list_is_one_server_for_every_session_and_the_collector() {
         r["environment"]["pinned_server"],
         format!("host=127.0.0.1 port={pa}")
     );
-    assert_scans(n(&r, &["db", "dbio_tables", "idx_scan"]), 300, "the collector");
+    assert_scans(
+        n(&r, &["db", "dbio_tables", "idx_scan"]),
+        300,
+        "the collector",
+    );
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(
-        report.contains(&format!("every session and the collector used host=127.0.0.1 port={pa}")),
+        report.contains(&format!(
+            "every session and the collector used host=127.0.0.1 port={pa}"
+        )),
         "{report}"
     );
 
@@ -411,5 +417,9 @@ async fn a_host_list_is_one_server_for_every_session_and_the_collector() {
         r["environment"]["pinned_server"],
         format!("host=127.0.0.1 port={pb}")
     );
-    assert_scans(n(&r, &["db", "dbio_tables", "idx_scan"]), 300, "the collector");
+    assert_scans(
+        n(&r, &["db", "dbio_tables", "idx_scan"]),
+        300,
+        "the collector",
+    );
 }

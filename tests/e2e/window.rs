@@ -115,7 +115,11 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     );
     for s in r["sessions"].as_array().unwrap() {
         let t = num(s, &["in_flight_at_end_s"]);
-        assert!(t > 1.0 && t < run_s, "{}: in flight {t} s at the end", s["spec"]["name"]);
+        assert!(
+            t > 1.0 && t < run_s,
+            "{}: in flight {t} s at the end",
+            s["spec"]["name"]
+        );
     }
     let reads = num(&r, &["client", "read", "count"]);
     let rate = num(&r, &["client", "read", "ops_per_s"]);
@@ -200,7 +204,11 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
         "at most one read per session before its think: {reads}"
     );
     // A window in which no read completed measured nothing: it fails (exit 1).
-    let (code, status) = if reads == 0.0 { (1, "failed") } else { (0, "ok") };
+    let (code, status) = if reads == 0.0 {
+        (1, "failed")
+    } else {
+        (0, "ok")
+    };
     assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
     assert_eq!(r["status"], status);
     let db_s = num(&r, &["db", "seconds"]);

@@ -415,9 +415,16 @@ pub fn merge(
             db.exclude_own_transactions(others);
         }
         if let Some(t) = db.db_time_s {
-            warnings.extend(crate::result::db_time_warning(t, sessions.len(), db.seconds));
+            warnings.extend(crate::result::db_time_warning(
+                t,
+                sessions.len(),
+                db.seconds,
+            ));
         }
-        warnings.extend(crate::stats::dbstats::host_cache_warnings(db, host.as_ref()));
+        warnings.extend(crate::stats::dbstats::host_cache_warnings(
+            db,
+            host.as_ref(),
+        ));
     }
 
     let client = crate::result::ClientMetrics {
@@ -526,8 +533,7 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
                 ),
             ));
         }
-        let differences =
-            shape0.differences(&Shape::of(&r.config, Some(&r.environment), None));
+        let differences = shape0.differences(&Shape::of(&r.config, Some(&r.environment), None));
         let mut listed: Vec<String> = differences.iter().map(|d| d.to_string()).collect();
         listed.extend(workload_differences(r0, r));
         if !listed.is_empty() {
@@ -670,10 +676,15 @@ fn merge_hosts(
         .iter()
         .map(|r| {
             let h = r.host.as_ref()?;
-            Some((h.session_read_bytes?, h.session_kernel_read_bytes?, h.backends_read))
+            Some((
+                h.session_read_bytes?,
+                h.session_kernel_read_bytes?,
+                h.backends_read,
+            ))
         })
         .collect();
-    h.notes.retain(|n| !n.starts_with("this shard's own sessions only"));
+    h.notes
+        .retain(|n| !n.starts_with("this shard's own sessions only"));
     match per_shard {
         Some(parts) => {
             h.session_read_bytes = Some(parts.iter().map(|p| p.0).sum());

@@ -225,12 +225,15 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         physical_read_ratio: collect(&|r| r.device.as_ref().and_then(|d| d.physical_read_ratio))
             .map(|s| s.mean),
         backends_physical_read_ratio: collect(&|r| {
-            r.host.as_ref().and_then(|h| h.physical_read_ratio).or_else(|| {
-                r.targets
-                    .iter()
-                    .filter_map(|t| t.host.as_ref().and_then(|h| h.physical_read_ratio))
-                    .reduce(f64::min)
-            })
+            r.host
+                .as_ref()
+                .and_then(|h| h.physical_read_ratio)
+                .or_else(|| {
+                    r.targets
+                        .iter()
+                        .filter_map(|t| t.host.as_ref().and_then(|h| h.physical_read_ratio))
+                        .reduce(f64::min)
+                })
         })
         .map(|s| s.mean),
         raw_device_iops: first.calibration.as_ref().map(|c| c.raw_small_iops),

@@ -136,7 +136,14 @@ async fn check_schema(
     // The plan the run's sessions use: the generic plan of the prepared read under the
     // read path's settings (seen: at the smallest scale, 64 blocks, a custom plan over all
     // 64 keys chose no index, so check failed while the run verified its index plan).
-    match verify::read_plan(client, name, read.path, read.work_unit.min(plan.scale_blocks)).await? {
+    match verify::read_plan(
+        client,
+        name,
+        read.path,
+        read.work_unit.min(plan.scale_blocks),
+    )
+    .await?
+    {
         Ok((nodes, _)) => c.facts.push(format!(
             "index {} valid and used ({})",
             sql::INDEX,

@@ -346,7 +346,10 @@ async fn take_run_key<C: GenericClient>(
         }
         PgError::Refused {
             context: "run: the run id is in use".to_string(),
-            message: format!("{message}: held by {}; nothing was changed", named.join("; ")),
+            message: format!(
+                "{message}: held by {}; nothing was changed",
+                named.join("; ")
+            ),
             hint: Some(hint.to_string()),
         }
     };
@@ -379,7 +382,10 @@ async fn take_run_key<C: GenericClient>(
             let found = holders_of(tx, NS_SHARD, shard_key, run_key).await?;
             Ok(Some(refused(
                 found,
-                format!("shard {}/{} of run {run_id:?} is already running", s.index, s.count),
+                format!(
+                    "shard {}/{} of run {run_id:?} is already running",
+                    s.index, s.count
+                ),
                 "each shard of a run runs once: give every process its own --shard index",
             )))
         }

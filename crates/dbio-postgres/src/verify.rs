@@ -160,7 +160,8 @@ pub async fn data_set(
             }
         }
         if let Some(c) = key_correlation(client, name).await? {
-            judge_order(c, "pg_stats.correlation, from the last ANALYZE").map_err(|e| refuse(name, e))?;
+            judge_order(c, "pg_stats.correlation, from the last ANALYZE")
+                .map_err(|e| refuse(name, e))?;
         }
         tables.push(facts);
     }

@@ -537,7 +537,10 @@ mod tests {
     fn cache_served_points_are_hollow_labelled_and_explained() {
         let mut s = Series::new("DB read IOPS", vec![(1.0, 200_000.0), (2.0, 5_000.0)]);
         s.labels = vec!["1".into(), "2".into()];
-        s.cache_served = vec![cache_served(Some(0.01), None), cache_served(Some(0.95), None)];
+        s.cache_served = vec![
+            cache_served(Some(0.01), None),
+            cache_served(Some(0.95), None),
+        ];
         let svg = render_svg(&Chart {
             title: "t".into(),
             x_label: "readers".into(),

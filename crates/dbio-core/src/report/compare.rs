@@ -597,7 +597,12 @@ impl Comparison {
                         errors: steps.iter().map(|st| sd(st).unwrap_or(0.0)).collect(),
                         cache_served: steps
                             .iter()
-                            .map(|st| crate::report::chart::cache_served(st.physical_read_ratio, st.backends_physical_read_ratio))
+                            .map(|st| {
+                                crate::report::chart::cache_served(
+                                    st.physical_read_ratio,
+                                    st.backends_physical_read_ratio,
+                                )
+                            })
                             .collect(),
                     }
                 })

@@ -254,7 +254,10 @@ fn targets_section(o: &mut String, r: &RunResult) {
             t.environment.server_version
         );
         if let Some(server) = &t.environment.pinned_server {
-            let _ = writeln!(o, "     host list: its sessions and collector used {server}");
+            let _ = writeln!(
+                o,
+                "     host list: its sessions and collector used {server}"
+            );
         }
         let _ = writeln!(o, "     settings {}", settings_line(&t.environment));
         if let Some(rp) = &t.environment.read_path {
@@ -453,7 +456,9 @@ fn db_sections(o: &mut String, r: &RunResult) {
         }
     );
     let commits_unit = match db.own_transactions {
-        Some(n) => format!("/s (this database's, less dbio's own {n} collector and sampler transactions)"),
+        Some(n) => {
+            format!("/s (this database's, less dbio's own {n} collector and sampler transactions)")
+        }
         None => "/s (this database's, dbio's collector and sampler included)".to_string(),
     };
     let rows: [(&str, String, &str); 11] = [
@@ -486,7 +491,11 @@ fn db_sections(o: &mut String, r: &RunResult) {
         (words.log[0], opt(db.wal_bytes_per_s, 0), "bytes/s"),
         (words.log[1], opt(db.wal_writes_per_s, 1), "/s"),
         (words.log[2], opt(db.wal_syncs_per_s, 1), "/s"),
-        ("Commits", format!("{:.1}", db.commits_per_s), commits_unit.as_str()),
+        (
+            "Commits",
+            format!("{:.1}", db.commits_per_s),
+            commits_unit.as_str(),
+        ),
         (
             "Operations (client)",
             format!("{:.1}", r.client.ops_per_s),

@@ -26,7 +26,9 @@ fn spread(s: &Option<Stat>) -> Option<&Stat> {
 }
 
 fn sd(s: &Option<Stat>) -> String {
-    spread(s).map(|s| format!("{:.1}", s.sd)).unwrap_or_default()
+    spread(s)
+        .map(|s| format!("{:.1}", s.sd))
+        .unwrap_or_default()
 }
 
 fn cv(s: &Option<Stat>) -> String {
@@ -282,7 +284,12 @@ fn series(
                 errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
                 cache_served: picked
                     .iter()
-                    .map(|(s, _, _)| crate::report::chart::cache_served(s.physical_read_ratio, s.backends_physical_read_ratio))
+                    .map(|(s, _, _)| {
+                        crate::report::chart::cache_served(
+                            s.physical_read_ratio,
+                            s.backends_physical_read_ratio,
+                        )
+                    })
                     .collect(),
             })
         })

@@ -325,10 +325,7 @@ impl DbMetrics {
             wal_syncs_per_s: add_opt(|d| d.wal_syncs_per_s),
             commits_per_s: add(|d| d.commits_per_s),
             own_transactions: parts.iter().map(|p| p.own_transactions).sum(),
-            null_reasons: parts
-                .iter()
-                .flat_map(|p| p.null_reasons.clone())
-                .collect(),
+            null_reasons: parts.iter().flat_map(|p| p.null_reasons.clone()).collect(),
             checkpoints: parts.iter().map(|p| p.checkpoints).sum(),
             autovacuum_runs: parts.iter().map(|p| p.autovacuum_runs).sum(),
             autoanalyze_runs: parts.iter().map(|p| p.autoanalyze_runs).sum(),
@@ -475,7 +472,9 @@ impl HostMetrics {
         let physical = bytes + self.io_worker_read_bytes.unwrap_or(0);
         let blocks = physical as f64 / block_size.max(1) as f64;
         self.physical_blocks_per_s = (self.seconds > 0.0).then(|| blocks / self.seconds);
-        let kernel = self.session_kernel_read_bytes.map(|k| k + self.io_worker_kernel_read_bytes.unwrap_or(0));
+        let kernel = self
+            .session_kernel_read_bytes
+            .map(|k| k + self.io_worker_kernel_read_bytes.unwrap_or(0));
         // Below one block read through the kernel there is nothing to judge.
         self.physical_read_ratio = kernel
             .filter(|k| *k >= block_size.max(1))

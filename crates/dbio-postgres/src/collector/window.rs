@@ -374,17 +374,20 @@ impl WindowCollector {
             };
             (disk, cpu, io, meminfo)
         };
-        let (disk_after, cpu_after, io_after, meminfo) =
-            match tokio::time::timeout_at(deadline, host_reads).await {
-                Ok(r) => r,
-                Err(_) => {
-                    out.warnings.push(format!(
+        let (disk_after, cpu_after, io_after, meminfo) = match tokio::time::timeout_at(
+            deadline, host_reads,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => {
+                out.warnings.push(format!(
                         "device and host figures are null: the server did not answer their reading within {} s",
                         AFTER_SNAPSHOT_TIMEOUT.as_secs()
                     ));
-                    (None, None, BTreeMap::new(), None)
-                }
-            };
+                (None, None, BTreeMap::new(), None)
+            }
+        };
         samples.pid_io.record(&io_after);
         // The "before" snapshot's commit, the collector's statements until the "after" one,
         // and the sampler's: dbio's own, not the workload's.
@@ -416,7 +419,14 @@ impl WindowCollector {
             out.device = Some(dm);
         }
         if let Some(access) = &self.access {
-            out.host = Some(self.host_metrics(access, &samples, window_s, started.cpu, cpu_after, meminfo.as_deref()));
+            out.host = Some(self.host_metrics(
+                access,
+                &samples,
+                window_s,
+                started.cpu,
+                cpu_after,
+                meminfo.as_deref(),
+            ));
         }
         if samples.errors > 0 {
             out.warnings.push(format!(
