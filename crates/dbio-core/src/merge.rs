@@ -1006,6 +1006,136 @@ mod tests {
         );
     }
 
+    fn row(event: &str, measured: bool, time_s: f64, samples: u64) -> WaitRow {
+        WaitRow {
+            event: event.into(),
+            waits: measured.then_some(1000),
+            time_s,
+            avg_us: None,
+            pct_db_time: None,
+            measured,
+            samples,
+            note: measured.then(|| format!("read time; {SHARD_WAIT_NOTE}")),
+            device_await_ms: None,
+        }
+    }
+
+    fn sampled(db_time_s: f64, rows: Vec<WaitRow>, transactions: u64) -> WaitProfile {
+        WaitProfile {
+            period_ms: 100.0,
+            achieved_period_ms: 100.0,
+            samples: 30,
+            transactions,
+            db_time_s,
+            db_time_source: "sampled".into(),
+            foreground: rows,
+            sessions_by: "backend PID".into(),
+            ..WaitProfile::default()
+        }
+    }
+
+    fn host(read: u64, rchar: u64) -> HostMetrics {
+        HostMetrics {
+            seconds: 10.0,
+            session_read_bytes: Some(read),
+            session_kernel_read_bytes: Some(rchar),
+            backends_read: 2,
+            ..HostMetrics::default()
+        }
+    }
+
+    // Seen: the wait table copied from shard 0 (its 2 sessions' DB time under the database's
+    // reads of all 6): IO:DataFileRead 299.3% of DB time; the physical-read ratio of one
+    // shard's backends over the server's reads (0.33); shard 0's DB-time warning carried in.
+    #[test]
+    fn waits_and_backends_reads_are_summed_over_the_shards() {
+        let ops: Vec<u64> = vec![200; 100];
+        let mut shards: Vec<RunResult> = (0..3).map(|k| shard(&ops, k)).collect();
+        shards[0].db = Some(crate::stats::dbstats::DbMetrics {
+            seconds: 10.0,
+            commits_per_s: 100.0,
+            db_time_s: Some(29.0),
+            ..Default::default()
+        });
+        // The database measured 15 s of reads for the three shards' sessions; each shard
+        // sampled its own 10 s of DB time (5 s of it CPU).
+        shards[0].waits = Some(sampled(
+            10.0,
+            vec![
+                row("IO:DataFileRead", true, 15.0, 50),
+                row("CPU", false, 5.0, 50),
+            ],
+            40,
+        ));
+        for r in &mut shards[1..] {
+            r.waits = Some(sampled(
+                10.0,
+                vec![
+                    row("IO:DataFileRead", false, 5.0, 50),
+                    row("CPU", false, 5.0, 50),
+                ],
+                40,
+            ));
+        }
+        for (k, r) in shards.iter_mut().enumerate() {
+            r.host = Some(host(8192 * 900, 8192 * 1000));
+            r.sessions = vec![serde_json::from_value(serde_json::json!({
+                "spec": {"index": k, "name": format!("dbio-reader-{}", k + 1), "kind": "reader", "schema": "user1"},
+                "start": null, "end": null, "ops": [100, 0], "errors": [0, 0], "rows": [0, 0],
+                "first_error": null, "ended_by": "window"
+            }))
+            .unwrap()];
+        }
+        let m = merge(&paths(3), shards.clone(), None).unwrap();
+        let w = m.waits.as_ref().unwrap();
+        assert_eq!(w.db_time_s, 30.0);
+        assert!(
+            w.db_time_source.contains("summed over 3 shards"),
+            "{}",
+            w.db_time_source
+        );
+        let read = &w.foreground[0];
+        assert_eq!(
+            (read.event.as_str(), read.measured),
+            ("IO:DataFileRead", true)
+        );
+        assert_eq!((read.time_s, read.samples), (15.0, 150));
+        assert_eq!(read.pct_db_time, Some(50.0));
+        assert_eq!(read.note.as_deref(), Some("read time"));
+        let cpu = w.foreground.iter().find(|r| r.event == "CPU").unwrap();
+        assert_eq!((cpu.time_s, cpu.pct_db_time), (15.0, Some(50.0)));
+        let total: f64 = w.foreground.iter().filter_map(|r| r.pct_db_time).sum();
+        assert!((total - 100.0).abs() < 1e-9, "{total}");
+        assert_eq!(w.transactions, 120);
+        let h = m.host.as_ref().unwrap();
+        assert_eq!(h.session_read_bytes, Some(3 * 8192 * 900));
+        assert_eq!(h.physical_read_ratio, Some(0.9));
+        assert_eq!(h.backends_read, 6);
+        // DB time 29 s is what 3 sessions can spend in 10 s: no warning (shard 0 alone, one
+        // session, would have said so); the other shards' samplers' 80 transactions are left
+        // out of the commits.
+        assert!(
+            !m.warnings.iter().any(|w| w.contains("exceeds what")),
+            "{:?}",
+            m.warnings
+        );
+        assert!(crate::result::db_time_warning(29.0, 1, 10.0).is_some());
+        let db = m.db.as_ref().unwrap();
+        assert_eq!(db.commits_per_s, 92.0);
+        assert_eq!(db.own_transactions, Some(80));
+        // A shard without waits: the merged waits are null, and say why.
+        shards[2].waits = None;
+        shards[2].host = None;
+        let m = merge(&paths(3), shards, None).unwrap();
+        assert!(m.waits.is_none());
+        assert!(
+            m.warnings.iter().any(|w| w.starts_with("waits are null")),
+            "{:?}",
+            m.warnings
+        );
+        assert!(m.host.as_ref().unwrap().physical_read_ratio.is_none());
+    }
+
     #[test]
     fn shards_of_other_runs_or_shapes_are_refused() {
         let ops: Vec<u64> = vec![200; 10];

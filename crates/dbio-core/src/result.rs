@@ -412,14 +412,15 @@ impl RunResult {
             warnings.extend(db_time_warning(db_time_s, outcome.sessions.len(), db_s));
         }
         warnings.extend(stall_warning(&outcome.sessions));
-        // A window in which nothing completed measured nothing: the database's counters then
-        // hold only the cancelled operations' work, and such a run must never be a baseline.
+        // A window in which no operation ended (neither done nor failed) measured nothing:
+        // the database's counters then hold only the cancelled operations' work, and such a
+        // run must never be a baseline. (Failed operations are measurements: their errors.)
         let (mut status, mut error) = (outcome.status, outcome.error);
-        if status == RunStatus::Ok && ops == 0 {
+        if status == RunStatus::Ok && ops + errors == 0 {
             status = RunStatus::Failed;
             error = Some(format!(
                 "no operation completed inside the {secs:.3} s window ({ops_past_window} in flight at its end \
-                 cancelled, {errors} failed): an operation takes longer than the window (work_unit near the scale, \
+                 cancelled): an operation takes longer than the window (work_unit near the scale, \
                  a think time longer than the window, a stalled server); lengthen run.run_time, or lower \
                  run.work_unit or the think time"
             ));

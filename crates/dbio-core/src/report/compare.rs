@@ -786,6 +786,31 @@ mod tests {
         assert_eq!(ops.delta_pct[1], Some(0.0));
     }
 
+    // Seen: "not tested (needs --repeat 2+)" for ramps of 3 repeats when one side had no
+    // device figure.
+    #[test]
+    fn an_untested_figure_says_why() {
+        let three = |v: f64| Stat::of(vec![v, v + 1.0, v + 2.0]);
+        let mut a = step(1, 1000.0, 0);
+        a.device_read_iops = three(500.0);
+        a.db_read_iops = three(900.0);
+        let mut b = step(1, 1000.0, 0);
+        b.device_read_iops = None;
+        b.db_read_iops = three(905.0);
+        let c = compare(&[set("disk", vec![a]), set("tmpfs", vec![b])]);
+        let verdict =
+            |metric: &str| c.rows.iter().find(|r| r.metric == metric).unwrap().verdicts[1].clone();
+        assert_eq!(
+            verdict("device read IOPS"),
+            "not tested (no value in this input)"
+        );
+        assert!(verdict("DB read IOPS").contains("significant"));
+        assert_eq!(
+            verdict("client read p99 µs"),
+            "not tested (needs --repeat 2+)"
+        );
+    }
+
     #[test]
     fn a_real_difference_is_found_and_the_test_named() {
         let c = compare(&[

@@ -695,4 +695,45 @@ mod tests {
             "{csv}"
         );
     }
+
+    // Seen: single-repeat steps printed cv 0.000, a spread that was never measured.
+    #[test]
+    fn a_single_repeat_has_no_spread() {
+        let mut two = step(2, &[]);
+        two.repeats = 2;
+        two.db_read_iops = Stat::of(vec![1900.0, 2100.0]);
+        let r = RampResult {
+            format: 1,
+            kind: "ramp".into(),
+            label: None,
+            status: RunStatus::Ok,
+            started: chrono::Utc::now(),
+            finished: chrono::Utc::now(),
+            config: Config::default(),
+            environment: None,
+            steps: vec![step(1, &[]), two],
+            warnings: vec![],
+        };
+        let txt = ramp_txt(&r);
+        assert!(!txt.contains("0.000"), "{txt}");
+        let row = |name: &str| {
+            txt.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or("")
+                .split_whitespace()
+                .nth(6)
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(row("r1-w0"), "-", "{txt}");
+        assert_eq!(row("r2-w0"), "0.071", "{txt}");
+        let csv = ramp_csv(&r);
+        assert!(
+            csv.lines()
+                .nth(1)
+                .unwrap_or("")
+                .starts_with("r1-w0,1,0,0,1,ok,5.000,1000.0,,,"),
+            "{csv}"
+        );
+    }
 }

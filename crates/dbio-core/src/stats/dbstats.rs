@@ -599,6 +599,38 @@ mod tests {
         assert!(cache_warnings(&cached, None)[0].contains("shared_buffers"));
     }
 
+    // Seen: a calibration of another device, block size and write mix set beside the run's
+    // device without a word.
+    #[test]
+    fn a_calibration_of_another_device_or_io_is_named() {
+        let c = CalibrationCompare {
+            file: "cal/calibrate.json".into(),
+            level: 1,
+            raw_small_iops: 1000.0,
+            raw_mean_latency_us: None,
+            raw_p99_latency_us: None,
+            db_read_iops: None,
+            iops_ratio: None,
+            latency_ratio: None,
+            device: Some("254:0".into()),
+            block_bytes: Some(8192),
+            write_pct: Some(0),
+        };
+        let mut dev = device(Some(1.0));
+        dev.major_minor = Some("254:0".into());
+        assert_eq!(c.mismatch(Some(&dev), 8192, false), None);
+        dev.major_minor = Some("8:16".into());
+        let w = c.mismatch(Some(&dev), 4096, true).unwrap();
+        assert!(
+            w.contains("it measured device 254:0 and the run's tables are on vda (8:16)")
+                && w.contains("8192-byte I/Os and the run reads 4096-byte blocks")
+                && w.contains("wrote 0% of its I/Os and the run writes"),
+            "{w}"
+        );
+        let w = c.mismatch(None, 8192, false).unwrap();
+        assert!(w.contains("the run's device was not measured"), "{w}");
+    }
+
     #[test]
     fn io_line_multiplies_out() {
         let db = DbMetrics {
