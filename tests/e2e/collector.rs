@@ -401,27 +401,39 @@ async fn latency_is_null_without_io_timing_on_postgres_17() {
     latency_null_without_io_timing(pg).await;
 }
 
+/// `dbio run` of `readers` readers for `run_time` on `pg` (its data set from the marks) with
+/// `extra` flags: the exit status checked, the result read.
+fn run_for(pg: &TestCluster, readers: &str, run_time: &str, extra: &[&str]) -> Value {
+    let out_dir = tempfile::tempdir().unwrap();
+    let dsn = pg.dsn();
+    let mut args = vec![
+        "run",
+        "--dsn",
+        &dsn,
+        "--readers",
+        readers,
+        "--run-time",
+        run_time,
+        "-q",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    assert_exit(&dbio(&args), 0);
+    let mut r = read_result(out_dir.path());
+    r["report_txt"] = Value::String(
+        std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap_or_default(),
+    );
+    r
+}
+
 // Seen: "track_io_timing is off: the database cannot time its reads" on every run where
 // dbio turned it on for its sessions (and reported the latency they timed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_track_io_timing_warning_when_the_sessions_time_their_reads() {
     let pg = TestCluster::start_with(16, None, &[("track_io_timing", "off")]);
     pg.load("1", "1000blocks");
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--readers",
-        "1",
-        "--run-time",
-        "2s",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ]);
-    assert_exit(&out, 0);
-    let r = read_result(out_dir.path());
+    let r = run_for(&pg, "1", "2s", &[]);
     assert_eq!(
         r["environment"]["settings"]["track_io_timing"], "off",
         "the server's setting"
@@ -440,25 +452,9 @@ async fn no_track_io_timing_warning_when_the_sessions_time_their_reads() {
 /// 79.7-89.1 ms for 100, DB time 12-21% low and the foreground waits 107-123% of it).
 async fn waits_fit_db_time(pg: TestCluster) {
     pg.load("1", "2000blocks");
-    let out_dir = tempfile::tempdir().unwrap();
     // Reads of 500 blocks keep the sessions in the server most of the time, so that the
     // samples are many and the DB time is theirs, not the client's.
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--readers",
-        "2",
-        "--work-unit",
-        "500",
-        "--run-time",
-        "4s",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ]);
-    assert_exit(&out, 0);
-    let r = read_result(out_dir.path());
+    let r = run_for(&pg, "2", "4s", &["--work-unit", "500"]);
     let w = &r["waits"];
     let period = num(w, &["achieved_period_ms"]);
     assert!(
@@ -519,21 +515,7 @@ async fn waits_fit_db_time_on_postgres_14() {
 async fn figures_postgres_13_lacks_are_null_with_the_reason() {
     let pg = TestCluster::start_version(13, 16, &[]);
     pg.load("1", "1000blocks");
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--readers",
-        "1",
-        "--run-time",
-        "1s",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ]);
-    assert_exit(&out, 0);
-    let r = read_result(out_dir.path());
+    let r = run_for(&pg, "1", "1s", &[]);
     let db = &r["db"];
     for field in ["db_time_s", "wal_writes_per_s", "wal_syncs_per_s"] {
         assert!(db[field].is_null(), "{field}: {db}");
@@ -545,7 +527,7 @@ async fn figures_postgres_13_lacks_are_null_with_the_reason() {
             db["null_reasons"]
         );
     }
-    let report = std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap();
+    let report = r["report_txt"].as_str().unwrap();
     assert!(
         report.contains("db_time_s is null: PostgreSQL 13 has no pg_stat_database.active_time"),
         "{report}"

@@ -20,6 +20,36 @@ async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
     .get(0)
 }
 
+/// `dbio run` of 2 readers for `run_time` under a think time (`think`, the YAML of
+/// `run.think_time`), its result in `dir/out`.
+fn run_thinking(
+    pg: &TestCluster,
+    dir: &std::path::Path,
+    think: &str,
+    run_time: &str,
+) -> std::process::Output {
+    let config = dir.join("think.yaml");
+    std::fs::write(&config, format!("run:\n  think_time: {think}\n")).unwrap();
+    dbio(&[
+        "run",
+        "-c",
+        config.to_str().unwrap(),
+        "--dsn",
+        &pg.dsn(),
+        "--schemas",
+        "1",
+        "--scale",
+        "1000blocks",
+        "--readers",
+        "2",
+        "--run-time",
+        run_time,
+        "--out",
+        dir.join("out").to_str().unwrap(),
+        "-q",
+    ])
+}
+
 // A 5 s run during a 20 s lock wait took 22 s of wall time, reported "5.000 s measured" and
 // a DB time of 25.3 s for 2 sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,32 +196,9 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
     let c = pg.client().await;
     let before = idx_scan(&c).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("think.yaml");
-    std::fs::write(
-        &config,
-        "run:\n  think_time: {frequency: 2, min: 30s, max: 30s}\n",
-    )
-    .unwrap();
     let out_dir = dir.path().join("out");
     let started = Instant::now();
-    let out = dbio(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        "2s",
-        "--out",
-        out_dir.to_str().unwrap(),
-        "-q",
-    ]);
+    let out = run_thinking(&pg, dir.path(), "{frequency: 2, min: 30s, max: 30s}", "2s");
     let took = started.elapsed();
     assert!(
         took < Duration::from_secs(25),
@@ -231,32 +238,9 @@ async fn a_window_without_a_completed_operation_fails_and_is_no_baseline() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("think.yaml");
-    // Every operation is preceded by a 20 s think; the window is 1 s.
-    std::fs::write(
-        &config,
-        "run:\n  think_time: {frequency: 1, min: 20s, max: 20s}\n",
-    )
-    .unwrap();
     let out_dir = dir.path().join("out");
-    let out = dbio(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        "1s",
-        "--out",
-        out_dir.to_str().unwrap(),
-        "-q",
-    ]);
+    // Every operation is preceded by a 20 s think; the window is 1 s.
+    let out = run_thinking(&pg, dir.path(), "{frequency: 1, min: 20s, max: 20s}", "1s");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = read_result(&out_dir);
     assert_eq!(r["status"], "failed");
