@@ -573,9 +573,9 @@ fn merge_waits(
     else {
         if results.iter().any(|r| r.waits.is_some()) {
             warnings.push(
-                "waits are null: not every shard sampled its own sessions (shards of a dbio before 0.x, or without \
-                 a wait sampler), and one shard's samples beside the database's counters of all would overstate \
-                 the waits' share of DB time"
+                "waits are null: not every shard sampled its own sessions (results of an older dbio, whose other \
+                 shards had no sampler, or a backend without one), and one shard's samples beside the database's \
+                 counters of every shard's sessions would overstate the waits' share of DB time"
                     .into(),
             );
         }

@@ -329,7 +329,7 @@ impl WindowCollector {
             )
             .await;
         }
-        if self.major < 15 {
+        if self.major < 15 && self.scope == Scope::Server {
             // 13/14 publish a session's statistics when it disconnects, through the stats
             // collector, which writes them at most every 500 ms.
             tokio::time::sleep(Duration::from_millis(1200)).await;
