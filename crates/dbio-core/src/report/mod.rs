@@ -455,11 +455,14 @@ fn db_sections(o: &mut String, r: &RunResult) {
             "  ** INVALID: see warnings **"
         }
     );
-    let commits_unit = match db.own_transactions {
-        Some(n) => {
+    let commits_unit = match (db.own_transactions, r.engine) {
+        (Some(n), _) => {
             format!("/s (this database's, less dbio's own {n} collector and sampler transactions)")
         }
-        None => "/s (this database's, dbio's collector and sampler included)".to_string(),
+        (None, Database::Postgres) => {
+            "/s (this database's, dbio's collector and sampler included)".to_string()
+        }
+        (None, Database::Oracle) => "/s".to_string(),
     };
     let rows: [(&str, String, &str); 11] = [
         (
