@@ -192,10 +192,20 @@ fn measure(
     q_hat: f64,
     p_value: f64,
 ) -> ChangePoint {
-    let (a, b) = (&x[start..index], &x[index..end]);
-    let (ma, mb) = (mean(a), mean(b));
-    let (sa, sb) = (sum_sq(a, ma), sum_sq(b, mb));
-    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let mut c = compare(x, (start, index), (index, end));
+    c.q_hat = q_hat;
+    c.p_value = p_value;
+    c
+}
+
+/// Two segments of `x`, [a.0, a.1) before and [b.0, b.1) after (not necessarily adjacent):
+/// means, spreads, 95% intervals and Student's t-test with pooled variance. The change point
+/// is at `b.0`; q_hat and p_value are left 0 and 1 for the caller.
+pub fn compare(x: &[f64], a: (usize, usize), b: (usize, usize)) -> ChangePoint {
+    let (xa, xb) = (&x[a.0..a.1], &x[b.0..b.1]);
+    let (ma, mb) = (mean(xa), mean(xb));
+    let (sa, sb) = (sum_sq(xa, ma), sum_sq(xb, mb));
+    let (na, nb) = (xa.len() as f64, xb.len() as f64);
     let df = na + nb - 2.0;
     let pooled_sd = if df > 0.0 {
         ((sa + sb) / df).sqrt()
@@ -240,20 +250,20 @@ fn measure(
     let h = t_crit * se_diff;
     let sd = |s: f64, n: f64| if n > 1.0 { (s / (n - 1.0)).sqrt() } else { 0.0 };
     ChangePoint {
-        index,
-        q_hat,
-        p_value,
+        index: b.0,
+        q_hat: 0.0,
+        p_value: 1.0,
         t_p_value,
         before: Segment {
-            start,
-            end: index,
+            start: a.0,
+            end: a.1,
             mean: ma,
             sd: sd(sa, na),
             ci95: interval(ma, sa, na),
         },
         after: Segment {
-            start: index,
-            end,
+            start: b.0,
+            end: b.1,
             mean: mb,
             sd: sd(sb, nb),
             ci95: interval(mb, sb, nb),
@@ -265,6 +275,41 @@ fn measure(
             (f64::NEG_INFINITY, f64::INFINITY)
         },
     }
+}
+
+/// The first-night test: are the newest runs `x[at..]` worse than the `x[from..at]` before
+/// them? One-sided Student t for the mean of k new runs against n earlier ones, with the
+/// earlier runs' spread (a prediction interval: t = (m_new − m) / (s·√(1/k + 1/n)), n − 1
+/// degrees of freedom). Unlike the permutation test it has no floor on a short series: one
+/// new run of 17 can never be below p = 1/17 by shuffles, but it can be by this test.
+/// Returns the one-sided p-value in the worse direction (`higher_is_better`: lower is worse).
+pub fn newest_p(x: &[f64], from: usize, at: usize, higher_is_better: bool) -> Option<f64> {
+    let (base, new) = (&x[from..at], &x[at..]);
+    let n = base.len();
+    if n < 3 || new.is_empty() {
+        return None;
+    }
+    let m = mean(base);
+    let s = (sum_sq(base, m) / (n - 1) as f64).sqrt();
+    let d = mean(new) - m;
+    let se = s * (1.0 / new.len() as f64 + 1.0 / n as f64).sqrt();
+    let worse = if higher_is_better { -d } else { d };
+    if se == 0.0 {
+        return Some(if worse > 0.0 { 0.0 } else { 1.0 });
+    }
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
+    Some(1.0 - t.cdf(worse / se))
+}
+
+/// The smallest step (relative to the mean) that the first-night test finds on its first
+/// night 80% of the time, at a noise of `cv` (sd / mean) with `n` earlier runs:
+/// (t(1 − α, n − 1) + z(0.8)) · cv · √(1 + 1/n). None below 3 runs (no spread to compare).
+pub fn detectable_step(cv: f64, n: usize, alpha: f64) -> Option<f64> {
+    if n < 3 || !cv.is_finite() {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
+    Some((t.inverse_cdf(1.0 - alpha) + 0.8416) * cv * (1.0 + 1.0 / n as f64).sqrt())
 }
 
 /// The change points of `x` (oldest first), each with its neighbouring segments' means.
