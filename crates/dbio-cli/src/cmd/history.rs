@@ -236,10 +236,7 @@ impl FilterArgs {
                 self.label
                     .as_ref()
                     .is_none_or(|l| *l == id.label || (platform && is_platform))
-                    && self
-                        .tag
-                        .as_ref()
-                        .is_none_or(|t| id.tag.as_ref() == Some(t))
+                    && self.tag.as_ref().is_none_or(|t| id.tag.as_ref() == Some(t))
                     && since.is_none_or(|s| r.record.started >= s)
                     && self
                         .step
@@ -267,7 +264,7 @@ impl FilterArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct CheckArgs {
     /// Largest p-value of the gate (the last segment against the one before the regression;
-    /// the first-night test) [config: history.alpha; default 0.001]
+    /// the first-night test) [config: history.alpha; default 0.0005]
     #[arg(long, value_name = "P")]
     pub alpha: Option<f64>,
     /// Largest p-value of a change point in the search (permutation test, re-validating
@@ -560,7 +557,10 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     rec.status.as_str(),
                     rec.identity.host,
                     rec.steps.len(),
-                    dbio_core::history::record::series_key(&rec.identity.label, &rec.identity.shape)
+                    dbio_core::history::record::series_key(
+                        &rec.identity.label,
+                        &rec.identity.shape
+                    )
                 );
             }
             println!("{} run(s) in {}", runs.len(), s.describe());
@@ -573,8 +573,12 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             format,
         } => {
             let mut s = dbio_history::open_read(store.spec())?;
-            let missing =
-                |s: &dyn HistoryStore| Failure::new(2, format!("no run #{id} in {}: see `dbio history list`", s.describe()));
+            let missing = |s: &dyn HistoryStore| {
+                Failure::new(
+                    2,
+                    format!("no run #{id} in {}: see `dbio history list`", s.describe()),
+                )
+            };
             if document {
                 let doc = s.document(id)?.ok_or_else(|| missing(s.as_ref()))?;
                 print!("{doc}");
@@ -754,7 +758,10 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             by,
         } => {
             if reason.trim().is_empty() {
-                return Err(Failure::new(2, "--reason: say why the new level is accepted"));
+                return Err(Failure::new(
+                    2,
+                    "--reason: say why the new level is accepted",
+                ));
             }
             if let Some(m) = &metric
                 && Metric::parse(m).is_none()
@@ -779,7 +786,9 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     2,
                     format!(
                         "run #{from} is not a run of {key}{}: see `dbio history list --label ...`",
-                        step.as_ref().map(|st| format!(" step {st}")).unwrap_or_default()
+                        step.as_ref()
+                            .map(|st| format!(" step {st}"))
+                            .unwrap_or_default()
                     ),
                 ));
             }
@@ -821,10 +830,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 .ok_or_else(|| {
                     Failure::new(
                         2,
-                        format!(
-                            "{key} has no step {}",
-                            step.as_deref().unwrap_or_default()
-                        ),
+                        format!("{key} has no step {}", step.as_deref().unwrap_or_default()),
                     )
                 })?;
             let d = Decision {

@@ -56,7 +56,7 @@ pub struct MetricThresholds {
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
-            alpha: 0.001,
+            alpha: 0.0005,
             change_point_alpha: 0.01,
             min_magnitude_pct: 3.0,
             window: 30,

@@ -145,8 +145,7 @@ pub fn render(
                     let seg = &values[w[0]..w[1]];
                     let m = seg.iter().sum::<f64>() / seg.len().max(1) as f64;
                     let sd = if seg.len() > 1 {
-                        (seg.iter().map(|v| (v - m).powi(2)).sum::<f64>()
-                            / (seg.len() - 1) as f64)
+                        (seg.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (seg.len() - 1) as f64)
                             .sqrt()
                     } else {
                         0.0
