@@ -889,11 +889,13 @@ fn metric_check(
     Some(m)
 }
 
+/// One platform series and figure: its runs' start times (oldest first) and the positions of
+/// its worse changes, described.
+type PlatformSeries = (Vec<DateTime<Utc>>, Vec<(usize, String)>);
+
 /// The platform change points (worse, any figure and step) with the runs of their series.
 struct PlatformChanges {
-    /// (the platform series' run start times, oldest first; positions of worse changes;
-    /// descriptions)
-    series: Vec<(Vec<DateTime<Utc>>, Vec<(usize, String)>)>,
+    series: Vec<PlatformSeries>,
 }
 
 impl PlatformChanges {

@@ -340,8 +340,10 @@ fn render_html(
             s.runs.len(),
             s.ok_runs().len()
         );
-        if let Some(c) = c {
-            if !c.events.is_empty() {
+        if let Some(c) = c
+            && !c.events.is_empty()
+        {
+            {
                 let _ = writeln!(h, "<ul class=\"events\">");
                 for e in &c.events {
                     let _ = writeln!(
