@@ -12,6 +12,9 @@
 //!   FILE is JSON `{"series": [{"name": "...", "values": [..]}, ...]}`, higher is better;
 //!   prints `{"name": [red on night 1, night 2, ...], ...}`: the input of
 //!   scripts/bench_regression.py, which gives Apache Otava the same values.
+//!
+//! GATE, ALPHA (change-point alpha), MINMAG (fraction) and WINDOW in the environment override
+//! the defaults, to measure other settings; WHY=1 prints every red night's verdict on stderr.
 
 use std::collections::BTreeMap;
 
