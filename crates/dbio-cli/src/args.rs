@@ -276,6 +276,8 @@ pub enum Command {
         /// Write into a result folder that already holds files, replacing those of the same name.
         #[arg(long)]
         overwrite: bool,
+        #[command(flatten)]
+        record: crate::cmd::history::RecordArgs,
     },
 
     /// Print the effective configuration with the source of every value (flag, environment,

@@ -4,6 +4,7 @@
 //! Every section denies unknown keys, so a typo is an error that names the key and its line
 //! rather than a silently ignored setting.
 
+pub mod history;
 pub mod thresholds;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ pub struct Config {
     pub collector: CollectorConfig,
     pub ramp: RampConfig,
     pub regress: thresholds::RegressConfig,
+    /// How `dbio history check` decides.
+    pub history: history::HistoryConfig,
     /// The PostgreSQL container scripts/nightly.sh starts when docker or podman is there.
     pub container: ContainerConfig,
 }
@@ -393,6 +396,7 @@ impl Default for Config {
             collector: CollectorConfig::default(),
             ramp: RampConfig::default(),
             regress: thresholds::RegressConfig::default(),
+            history: history::HistoryConfig::default(),
             container: ContainerConfig::default(),
         }
     }
@@ -678,6 +682,7 @@ impl Config {
     /// Checks every value against its allowed range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), CoreError> {
         self.validate_targets()?;
+        self.history.validate()?;
         if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
