@@ -122,8 +122,11 @@ pub struct CollectorConfig {
     /// so reads start physical.
     pub drop_caches: bool,
     /// Oracle: take AWR snapshots around the window and save the AWR text report beside
-    /// result.json (needs the Diagnostics Pack licence).
+    /// result.json (needs the Diagnostics Pack licence); the same as `snapshots: awr`.
     pub awr: bool,
+    /// Oracle: the database's own snapshots around the window (SLOB's
+    /// DATABASE_STATISTICS_TYPE): none, awr, statspack or auto.
+    pub snapshots: Snapshots,
 }
 
 impl Default for CollectorConfig {
@@ -132,6 +135,45 @@ impl Default for CollectorConfig {
             sample_period: Dur(Duration::from_millis(100)),
             drop_caches: false,
             awr: false,
+            snapshots: Snapshots::None,
+        }
+    }
+}
+
+impl CollectorConfig {
+    /// The snapshots asked for, `awr: true` being `snapshots: awr`.
+    pub fn snapshots(&self) -> Snapshots {
+        match (self.awr, self.snapshots) {
+            (true, Snapshots::None) => Snapshots::Awr,
+            (_, s) => s,
+        }
+    }
+}
+
+/// Oracle's repository snapshots around the window: the figures dbio prints come from the
+/// V$ views either way; the snapshots add the repository's own report beside result.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Snapshots {
+    #[default]
+    None,
+    /// AWR (DBMS_WORKLOAD_REPOSITORY; the Diagnostics Pack must be licensed and enabled).
+    /// Where it is not (Standard Edition, CONTROL_MANAGEMENT_PACK_ACCESS = NONE), AWR is
+    /// refused with the reason and Statspack taken instead when installed.
+    Awr,
+    /// Statspack (PERFSTAT.STATSPACK, any edition), SLOB's default.
+    Statspack,
+    /// AWR where the Diagnostics Pack is enabled, else Statspack where installed, else none.
+    Auto,
+}
+
+impl Snapshots {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Snapshots::None => "none",
+            Snapshots::Awr => "awr",
+            Snapshots::Statspack => "statspack",
+            Snapshots::Auto => "auto",
         }
     }
 }
@@ -837,6 +879,17 @@ impl Config {
         }
         if r.interval.0 < Duration::from_millis(100) {
             return Err(CoreError::invalid("run.interval", "must be at least 100ms"));
+        }
+        if self.collector.awr
+            && !matches!(self.collector.snapshots, Snapshots::None | Snapshots::Awr)
+        {
+            return Err(CoreError::invalid(
+                "collector.awr",
+                format!(
+                    "collector.awr: true asks for AWR, collector.snapshots: {} for something else: keep one of them",
+                    self.collector.snapshots.as_str()
+                ),
+            ));
         }
         let period = self.collector.sample_period.0;
         if period < Duration::from_millis(10) || period > Duration::from_secs(10) {

@@ -139,7 +139,16 @@ pub fn render_text(r: &RunResult) -> String {
         }
     );
     if let Some(rp) = &env.read_path {
-        let _ = writeln!(o, "{}", read_path_line(rp));
+        let line = match r.engine {
+            Database::Oracle => format!(
+                "read path {}: {} (from {}, verified)",
+                rp.path.as_str(),
+                rp.plan,
+                rp.source
+            ),
+            Database::Postgres => read_path_line(rp),
+        };
+        let _ = writeln!(o, "{line}");
     }
     for t in &ds.tables {
         let _ = writeln!(
@@ -381,6 +390,9 @@ struct Words {
     /// Checkpoints and autovacuum in the window (PostgreSQL's own maintenance).
     maintenance: bool,
     read_event: &'static str,
+    /// The event line is the measured wait row of `read_event` (the database counts its
+    /// waits), not the read requests.
+    event_line_from_waits: bool,
     foreground: &'static str,
     background: &'static str,
 }
@@ -397,6 +409,7 @@ fn words(engine: Database) -> Words {
             db_time_source: " (pg_stat_database.active_time)",
             maintenance: true,
             read_event: "IO:DataFileRead",
+            event_line_from_waits: false,
             foreground: "dbio sessions",
             background: "Background events (server processes, sampled)",
         },
@@ -410,6 +423,7 @@ fn words(engine: Database) -> Words {
             db_time_source: " (V$SYS_TIME_MODEL)",
             maintenance: false,
             read_event: "db file sequential read",
+            event_line_from_waits: true,
             foreground: "foreground sessions",
             background: "Background events (background processes: all waits less foreground)",
         },
@@ -622,7 +636,31 @@ fn db_sections(o: &mut String, r: &RunResult) {
             opt(c.latency_ratio, 2)
         );
     }
-    let line = db.io_event_line(words.read_event);
+    // Where the database counts the event's waits (Oracle's V$SYSTEM_EVENT), the line is
+    // that row's; elsewhere the read requests and their average latency.
+    let measured = r.waits.as_ref().and_then(|w| {
+        w.foreground
+            .iter()
+            .find(|row| row.measured && row.event.rsplit(':').next() == Some(words.read_event))
+    });
+    let line = match (words.event_line_from_waits, measured) {
+        (true, Some(row)) => db.io_event_line_of(row),
+        _ => db.io_event_line(words.read_event),
+    };
+    if let Some(a) = &db.awr_info {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "awr_info (SLOB's misc/awr_info.sh columns: per second; DB CPU = DB CPU + background CPU; \
+             PREADS/PWRITES data-file requests, READ/WRITE_MBS all files; latencies µs, 0 = no waits)"
+        );
+        let _ = writeln!(o, "{}", crate::stats::dbstats::AwrInfo::HEADER);
+        let _ = writeln!(
+            o,
+            "{}",
+            a.line(r.label.as_deref().unwrap_or("run"), r.sessions.len() as u32)
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "Run | Event | Waits | Time(s) | Latency(µs) | IOPS");
     let _ = writeln!(
