@@ -218,8 +218,9 @@ impl ConnectString {
     }
 }
 
-/// The target as the user wrote it, without what could be a password.
-fn redact(dsn: &str) -> String {
+/// An Oracle target as the user wrote it (`user[/password]@connect`), without what could be a
+/// password: `dbio config` and every error show it so.
+pub fn redact(dsn: &str) -> String {
     match dsn.rsplit_once('@') {
         Some((cred, connect)) => format!("{}@{connect}", cred.split('/').next().unwrap_or("")),
         // No user part: an EZConnect string is safe to show; "user/password" is not.

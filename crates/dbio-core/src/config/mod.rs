@@ -799,6 +799,13 @@ impl Config {
                  remove it or set run.read_path: index",
             ));
         }
+        if self.engine == Engine::Postgres && self.collector.snapshots() != Snapshots::None {
+            return Err(CoreError::invalid(
+                "collector.snapshots",
+                "AWR and Statspack snapshots are Oracle's; with engine: postgres the collector reads the statistics views \
+                 itself: remove collector.snapshots / collector.awr (--snapshots)",
+            ));
+        }
         let d = &self.data;
         range(
             "data.schemas",
@@ -1394,5 +1401,25 @@ mod tests {
             err("target:\n  dsns: [\"host=a\", \"host=b\"]\nrun:\n  shard: 0/2\n  run_id: x\n  readers: 2\n")
                 .contains("shards drive one target")
         );
+    }
+
+    #[test]
+    fn snapshots_are_oracles_and_awr_true_is_snapshots_awr() {
+        let mut c = Config::default();
+        c.collector.snapshots = Snapshots::Statspack;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("collector.snapshots") && e.contains("Oracle"),
+            "{e}"
+        );
+        c.engine = Database::Oracle;
+        c.validate().unwrap();
+        c.collector.awr = true;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("keep one of them"), "{e}");
+        c.collector.snapshots = Snapshots::None;
+        assert_eq!(c.collector.snapshots(), Snapshots::Awr);
+        let parsed: CollectorConfig = serde_saphyr::from_str("snapshots: auto\n").unwrap();
+        assert_eq!(parsed.snapshots, Snapshots::Auto);
     }
 }

@@ -1012,4 +1012,62 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
     }
+
+    // Regression: the Oracle event line labelled the read requests as 'db file sequential
+    // read' waits: 12,000,000 requests / 4,800 s shown where the event counted 9,000,000
+    // waits / 3,600 s (the rest were 'db file parallel read').
+    #[test]
+    fn the_oracle_event_line_is_the_events_own_waits() {
+        let mut r = result(Database::Oracle);
+        if let Some(db) = r.db.as_mut() {
+            db.seconds = 300.0;
+            db.read_iops = 40_000.0;
+            db.avg_read_latency_us = Some(400.0);
+            db.awr_info = Some(crate::stats::dbstats::AwrInfo {
+                elapsed_s: 300.0,
+                db_cpu_per_s: Some(1.25),
+                db_time_per_s: 20.0,
+                executes_per_s: 40_000.0,
+                lio_per_s: 41_000.0,
+                preads_per_s: 40_000.0,
+                read_mib_per_s: 312.5,
+                pwrites_per_s: 0.0,
+                write_mib_per_s: 0.0,
+                redo_mib_per_s: 0.0,
+                dfsr_lat_us: Some(400.0),
+                dpr_lat_us: None,
+                dfpr_lat_us: Some(1_500.0),
+                dfpw_lat_us: None,
+                lfpw_lat_us: None,
+                top_wait: Some("db file sequential read 9000000 3600 0 60.0 User I/O".into()),
+            });
+        }
+        if let Some(w) = r.waits.as_mut() {
+            w.foreground.push(WaitRow {
+                event: "User I/O:db file sequential read".into(),
+                waits: Some(9_000_000),
+                time_s: 3_600.0,
+                avg_us: Some(400.0),
+                pct_db_time: Some(60.0),
+                measured: true,
+                samples: 0,
+                note: None,
+                device_await_ms: None,
+            });
+        }
+        let text = render_text(&r);
+        assert!(
+            text.contains("run | db file sequential read | 9000000 | 3600.00 | 400.0 | 40000.0"),
+            "{text}"
+        );
+        assert!(!text.contains("12000000"), "{text}");
+        assert!(
+            text.contains(crate::stats::dbstats::AwrInfo::HEADER)
+                && text.contains("run|0|300|1.2|20.0|40000|41000|40000|312.5|0|0|0.0|400|0|1500|0|0|db file sequential read"),
+            "{text}"
+        );
+        // PostgreSQL's line stays its read requests (its waits are sampled, not counted).
+        let pg = render_text(&result(Database::Postgres));
+        assert!(pg.contains("run | IO:DataFileRead | 1000 |"), "{pg}");
+    }
 }
