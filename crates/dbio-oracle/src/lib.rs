@@ -1,15 +1,20 @@
 //! dbio-oracle: the Oracle backend, SLOB's own database. `sql` builds every statement (SLOB's
-//! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, the V$
-//! collector's queries), each with the names it binds; `loader` decides setup's statements
-//! from the server's facts (container, tablespace, block size); `metrics` turns two V$
-//! snapshots into the engine-neutral figures of result.json; `client` (cargo feature
+//! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, dbio's catalog,
+//! the checks' and the collector's queries), each with the names it binds; `mark` is the data
+//! set's identity (catalog rows and marks, judged together); `loader` decides setup's
+//! statements and setup's and teardown's actions from the server's facts and the records;
+//! `privileges`, `checks`, `snapshots` and `plan` are the rules applied before a command
+//! changes anything or a run opens a session; `metrics` turns two V$ (or Statspack) snapshots
+//! into the engine-neutral figures of result.json and SLOB's awr_info line; `signals` keeps
+//! dbio's signal handlers across the Oracle client's initialisation; `client` (cargo feature
 //! `client`, on by default) runs them through the `oracle` crate, one OS thread and one
 //! connection per session.
 //!
-//! What has run where: the SQL builders and the V$ arithmetic are unit-tested, the latter on
-//! the totals of a real SLOB AWR report and on composed PDB and RAC fixtures; the client has
-//! never run against an Oracle database in this project's CI (none can be had there). The
-//! error a machine without Oracle Instant Client meets is tested with the real binary.
+//! What has run where: the SQL builders, the rules and the arithmetic are unit-tested, the
+//! latter on the totals of a real SLOB AWR report (and the same window as Statspack rows) and on
+//! composed PDB and RAC fixtures; the client has never run against an Oracle database in this
+//! project's CI (none can be had there). The error a machine without Oracle Instant Client
+//! meets is tested with the real binary.
 
 pub mod checks;
 pub mod loader;

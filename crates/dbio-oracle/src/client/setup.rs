@@ -217,10 +217,18 @@ pub fn setup(
     let mut failures = failures.into_inner().unwrap_or_default();
     failures.sort_by_key(|(n, _)| *n);
     let Some((_, first)) = failures.into_iter().next() else {
-        return match b.stopped() {
-            Some(by) => Err(interrupted(&by, me)),
-            None => Ok(()),
-        };
+        if let Some(by) = b.stopped() {
+            return Err(interrupted(&by, me));
+        }
+        if given.is_none() && !loads.is_empty() {
+            line(&format!(
+                "the schema users' passwords were generated (24 characters each) and are recorded where dbio reads \
+                 them: SELECT username, password FROM {me}.{} WHERE prefix = '{prefix}' (set \
+                 DBIO_ORACLE_USER_PASSWORD before setup to choose one instead)",
+                sql::CATALOG
+            ));
+        }
+        return Ok(());
     };
     Err(match (b.stopped(), first) {
         (Some(by), _) | (None, OracleError::Interrupted(by)) => interrupted(&by, me),
