@@ -68,6 +68,34 @@ pub struct EventRow {
     pub time_waited_micro_fg: Option<u64>,
 }
 
+impl EventRow {
+    /// An event's counts (`EventCounts`) as a row of instance `inst_id` and container `con_id`.
+    pub fn of(inst_id: u32, con_id: u32, counts: EventCounts) -> EventRow {
+        let (
+            event,
+            wait_class,
+            total_waits,
+            time_waited_micro,
+            total_waits_fg,
+            time_waited_micro_fg,
+        ) = counts;
+        EventRow {
+            inst_id,
+            con_id,
+            event,
+            wait_class,
+            total_waits,
+            time_waited_micro,
+            total_waits_fg,
+            time_waited_micro_fg,
+        }
+    }
+}
+
+/// An event's counts as V$SYSTEM_EVENT and STATS$SYSTEM_EVENT give them: event, wait class,
+/// total waits, time waited (µs), and the foreground's (null before 11.1).
+pub type EventCounts = (String, String, u64, u64, Option<u64>, Option<u64>);
+
 /// One bucket of GV$EVENT_HISTOGRAM_MICRO (12.1+): waits of `event` that took less than
 /// `wait_time_micro` µs (and at least half of it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -680,10 +708,6 @@ pub struct StatspackSnap {
     pub version: String,
 }
 
-/// One STATS$SYSTEM_EVENT row: event, wait class (from V$EVENT_NAME), total waits, time
-/// waited (µs), and the foreground's.
-pub type StatspackEvent = (String, String, u64, u64, Option<u64>, Option<u64>);
-
 /// The seconds between two Statspack snapshots as its report counts them: the difference of
 /// their SNAP_TIMEs (whole seconds). None when a time is unreadable or they are not in order.
 pub fn statspack_seconds(begin: &StatspackSnap, end: &StatspackSnap) -> Option<f64> {
@@ -814,7 +838,7 @@ pub fn statspack_snapshot(
     snap: &StatspackSnap,
     sysstat: Vec<(String, f64)>,
     time_model: Vec<(String, f64)>,
-    events: Vec<StatspackEvent>,
+    events: Vec<EventCounts>,
 ) -> Snapshot {
     let inst_id = snap.instance_number;
     Snapshot {
@@ -844,16 +868,7 @@ pub fn statspack_snapshot(
             .collect(),
         events: events
             .into_iter()
-            .map(|(event, wait_class, tw, tm, fw, fm)| EventRow {
-                inst_id,
-                con_id: 0,
-                event,
-                wait_class,
-                total_waits: tw,
-                time_waited_micro: tm,
-                total_waits_fg: fw,
-                time_waited_micro_fg: fm,
-            })
+            .map(|counts| EventRow::of(inst_id, 0, counts))
             .collect(),
         histogram: Vec::new(),
         source: "perfstat.stats$sysstat, stats$sys_time_model, stats$system_event".into(),
@@ -1227,7 +1242,7 @@ mod tests {
         snapshot: StatspackSnap,
         sysstat: Vec<(String, f64)>,
         time_model: Vec<(String, f64)>,
-        events: Vec<StatspackEvent>,
+        events: Vec<EventCounts>,
     }
 
     fn statspack_fixture(name: &str) -> (StatspackSnap, Snapshot) {

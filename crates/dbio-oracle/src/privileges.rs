@@ -20,6 +20,18 @@ pub struct Granted {
     pub admin_option: BTreeSet<String>,
     /// Executable packages, `OWNER.NAME`.
     pub packages: BTreeSet<String>,
+    /// The admin's default tablespace (USER_USERS) and its quota there (USER_TS_QUOTAS:
+    /// max bytes, -1 = unlimited, and bytes used; None = no quota row): dbio's catalog lives
+    /// there.
+    pub default_tablespace: Option<String>,
+    pub quota: Option<(i64, i64)>,
+}
+
+/// Room for the catalog's rows: UNLIMITED TABLESPACE, an unlimited quota, or 1 MiB left.
+fn catalog_room(g: &Granted) -> bool {
+    g.privileges.contains("UNLIMITED TABLESPACE")
+        || g.quota
+            .is_some_and(|(max, used)| max == -1 || max.saturating_sub(used) >= 1 << 20)
 }
 
 /// The command the privileges are checked for.
@@ -93,6 +105,14 @@ pub fn missing(command: Command, granted: &Granted, admin: &str) -> Vec<Missing>
             ] {
                 need(has(p), why, sys(p));
             }
+            need(
+                catalog_room(granted),
+                "rows of dbio's catalog in the admin's default tablespace (ORA-01950 otherwise)",
+                format!(
+                    "ALTER USER {user} QUOTA 10M ON {};",
+                    ident(granted.default_tablespace.as_deref().unwrap_or("USERS"))
+                ),
+            );
             need(
                 has("GRANT ANY PRIVILEGE") || granted.admin_option.contains("CREATE SESSION"),
                 "granting CREATE SESSION to each schema user",
@@ -184,6 +204,8 @@ mod tests {
             ]),
             roles: set(&["DBA", "SELECT_CATALOG_ROLE"]),
             admin_option: BTreeSet::new(),
+            default_tablespace: Some("SYSTEM".into()),
+            quota: Some((-1, 0)),
             packages: set(&[
                 "SYS.DBMS_RANDOM",
                 "SYS.DBMS_STATS",
@@ -252,6 +274,20 @@ mod tests {
             !missing(Command::Setup, &g, "bench")
                 .iter()
                 .any(|m| m.grant.contains("WITH ADMIN OPTION"))
+        );
+        // Without room for the catalog's rows in its default tablespace, the quota is named.
+        g.quota = Some((1 << 20, 1 << 20));
+        let q = missing(Command::Setup, &g, "bench");
+        assert!(
+            q.iter()
+                .any(|m| m.grant == "ALTER USER \"BENCH\" QUOTA 10M ON \"SYSTEM\";"),
+            "{q:?}"
+        );
+        g.privileges.insert("UNLIMITED TABLESPACE".into());
+        assert!(
+            !missing(Command::Setup, &g, "bench")
+                .iter()
+                .any(|m| m.grant.contains("QUOTA"))
         );
         // Teardown needs no CREATE privileges.
         let t = missing(

@@ -781,30 +781,35 @@ pub fn recovery_area() -> Stmt {
     )
 }
 
-/// Free bytes of a temporary tablespace, and what its tempfiles may still grow by.
-pub fn temp_space(tablespace: &str) -> Stmt {
+/// Free bytes of a tablespace (`free_view`, its column `free_column`) and what its files
+/// (`files_view`) may still grow by.
+fn space(free_view: &str, free_column: &str, files_view: &str, tablespace: &str) -> Stmt {
     Stmt::with(
-        "SELECT (SELECT NVL(SUM(free_space), 0) FROM dba_temp_free_space WHERE tablespace_name = :temp_name), \
-         (SELECT NVL(SUM(CASE WHEN autoextensible = 'YES' THEN GREATEST(maxbytes - bytes, 0) ELSE 0 END), 0) \
-         FROM dba_temp_files WHERE tablespace_name = :temp_files) FROM DUAL",
-        vec![
-            ("temp_name", text(&tablespace.to_uppercase())),
-            ("temp_files", text(&tablespace.to_uppercase())),
-        ],
-    )
-}
-
-/// Free bytes of a permanent tablespace, and what its datafiles may still grow by.
-pub fn data_space(tablespace: &str) -> Stmt {
-    Stmt::with(
-        "SELECT (SELECT NVL(SUM(bytes), 0) FROM dba_free_space WHERE tablespace_name = :free_name), \
-         (SELECT NVL(SUM(CASE WHEN autoextensible = 'YES' THEN GREATEST(maxbytes - bytes, 0) ELSE 0 END), 0) \
-         FROM dba_data_files WHERE tablespace_name = :file_name) FROM DUAL",
+        format!(
+            "SELECT (SELECT NVL(SUM({free_column}), 0) FROM {free_view} WHERE tablespace_name = :free_name), \
+             (SELECT NVL(SUM(CASE WHEN autoextensible = 'YES' THEN GREATEST(maxbytes - bytes, 0) ELSE 0 END), 0) \
+             FROM {files_view} WHERE tablespace_name = :file_name) FROM DUAL"
+        ),
         vec![
             ("free_name", text(&tablespace.to_uppercase())),
             ("file_name", text(&tablespace.to_uppercase())),
         ],
     )
+}
+
+/// Free bytes of a temporary tablespace, and what its tempfiles may still grow by.
+pub fn temp_space(tablespace: &str) -> Stmt {
+    space(
+        "dba_temp_free_space",
+        "free_space",
+        "dba_temp_files",
+        tablespace,
+    )
+}
+
+/// Free bytes of a permanent tablespace, and what its datafiles may still grow by.
+pub fn data_space(tablespace: &str) -> Stmt {
+    space("dba_free_space", "bytes", "dba_data_files", tablespace)
 }
 
 /// Processes and sessions in use and allowed, per instance (LIMIT_VALUE may be UNLIMITED).

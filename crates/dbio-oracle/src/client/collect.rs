@@ -65,18 +65,9 @@ pub fn snapshot(conn: &Conn, views: Views) -> Result<Snapshot> {
     let events = conn
         .query_all::<EventTuple>(None, &sql::system_event(views), &ctx)?
         .into_iter()
-        .map(
-            |(inst_id, con_id, event, wait_class, tw, tm, fw, fm)| EventRow {
-                inst_id,
-                con_id: con_id.unwrap_or(0),
-                event,
-                wait_class,
-                total_waits: tw,
-                time_waited_micro: tm,
-                total_waits_fg: fw,
-                time_waited_micro_fg: fm,
-            },
-        )
+        .map(|(inst_id, con_id, event, class, tw, tm, fw, fm)| {
+            EventRow::of(inst_id, con_id.unwrap_or(0), (event, class, tw, tm, fw, fm))
+        })
         .collect();
     // The microsecond histogram exists from 12.1; before that the distribution is left out.
     let has_micro = conn.query_row::<i64>(&sql::has_histogram_micro(views), &ctx)? > 0;
@@ -168,7 +159,7 @@ pub fn statspack(conn: &Conn) -> Result<(StatspackSnap, Snapshot)> {
         &sql::statspack_time_model(snap_id, dbid, inst),
         read,
     )?;
-    let events = conn.query_all::<metrics::StatspackEvent>(
+    let events = conn.query_all::<metrics::EventCounts>(
         None,
         &sql::statspack_events(snap_id, dbid, inst),
         read,

@@ -199,11 +199,18 @@ pub(super) fn granted(conn: &Conn) -> Result<Granted> {
             .into_iter()
             .collect())
     };
+    let own = conn.query_opt::<(Option<String>, Option<String>, Option<i64>, Option<i64>)>(
+        None,
+        &sql::own_tablespaces(),
+        "reading USER_USERS",
+    )?;
     Ok(Granted {
         privileges: set(&sql::session_privs(), "reading SESSION_PRIVS")?,
         roles: set(&sql::session_roles(), "reading SESSION_ROLES")?,
         admin_option: set(&sql::admin_option_privs(), "reading USER_SYS_PRIVS")?,
         packages: set(&sql::packages(), "reading ALL_OBJECTS")?,
+        default_tablespace: own.as_ref().and_then(|o| o.0.clone()),
+        quota: own.and_then(|o| o.2.zip(o.3)),
     })
 }
 

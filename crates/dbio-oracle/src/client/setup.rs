@@ -375,7 +375,7 @@ pub fn check(
 /// exact name; only CF1 of a user who owns other objects (the user stays, its row goes);
 /// the rows of intents whose user never came to be. Users named like the prefix's schemas
 /// that the records do not back, or another admin's, are named and left. Without `yes`,
-/// only says what it would do. Returns the lines to print and whether anything was found.
+/// only says what it would do. Returns whether there was anything to drop.
 pub fn teardown(
     admin: &ConnectString,
     prefix: &str,
@@ -435,7 +435,7 @@ pub fn teardown(
         line(&format!("not {user}: {why}"));
     }
     if t.drop.is_empty() && t.stale.is_empty() {
-        return Ok(!t.untouched.is_empty());
+        return Ok(false);
     }
     if !yes {
         for (row, foreign) in &t.drop {
