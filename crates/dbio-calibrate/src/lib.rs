@@ -172,6 +172,7 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
             o.large * 16 + base
         )));
     }
+    let started = chrono::Utc::now();
     let mut points = Vec::new();
     for &level in &o.levels {
         progress(&format!(
@@ -225,6 +226,12 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
         write_pct: o.write_pct,
         seconds_per_point: o.duration.as_secs_f64(),
         points,
+        started: Some(started),
+        finished: Some(chrono::Utc::now()),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string()),
+        dbio_version: Some(env!("CARGO_PKG_VERSION").to_string()),
     })
 }
 
