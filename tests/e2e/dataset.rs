@@ -2,7 +2,7 @@
 //! one data set's marked objects, name the user's objects instead of dropping them, refuse
 //! before changing any mark, and a size that cannot fit is refused before anything exists.
 
-use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
+use dbio_tests::{TestCluster, assert_exit, dbio, read_result, stderr, stdout};
 use tokio_postgres::Client;
 
 const SCALE: &str = "200blocks";
@@ -556,4 +556,116 @@ async fn dependents_are_found_exactly_on_13() {
 #[cfg_attr(dbio_missing_pg18, ignore = "needs PostgreSQL 18 (DBIO_TEST_PG18_BIN)")]
 async fn dependents_are_found_exactly_on_18() {
     dependents_are_found_exactly(TestCluster::start_version(18, 16, &[])).await;
+}
+
+fn check(dsn: &str) -> std::process::Output {
+    dbio(&["check", "--dsn", dsn])
+}
+
+fn run_once(dsn: &str, out: &std::path::Path) -> std::process::Output {
+    dbio(&[
+        "run",
+        "--dsn",
+        dsn,
+        "--readers",
+        "1",
+        "--run-time",
+        "1s",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+// Seen: a CLUSTER-ed data set (keys in physical order, correlation 1) passed check and ran as
+// SLOB-random reads, each range of keys neighbouring blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clustered_data_set_is_refused_by_check_and_run_until_setup_force() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    assert_exit(&setup(&dsn, "user", "1", &[]), 0);
+    let o = check(&dsn);
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).contains("keys in random order"),
+        "{}",
+        stdout(&o)
+    );
+    let c = pg.client().await;
+    c.batch_execute("CLUSTER user1.cf1 USING i_cf1; ANALYZE user1.cf1")
+        .await
+        .unwrap();
+    let o = check(&dsn);
+    assert_exit(&o, 1);
+    let text = stdout(&o);
+    assert!(
+        text.contains(
+            "its keys are in their physical order (correlation of custid with the block order 1.00"
+        ) && text.contains("dbio setup --force"),
+        "{text}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let o = run_once(&dsn, &out.path().join("r"));
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("schema user1: its keys are in their physical order")
+            && e.contains("pg_stats.correlation")
+            && e.contains("dbio setup --force"),
+        "{e}"
+    );
+    assert!(!out.path().join("r").join("result.json").exists());
+    // The fix the refusals name.
+    assert_exit(&setup(&dsn, "user", "1", &["--force"]), 0);
+    assert_exit(&check(&dsn), 0);
+    assert_exit(&run_once(&dsn, &out.path().join("fixed")), 0);
+}
+
+// Seen: at the smallest scale allowed (64 blocks) check failed ("the planner picks no
+// index": its plan of a literal range over every key) while run said the index plan was
+// verified. Both judge the plan the sessions use, the prepared read's generic plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_run_agree_at_the_smallest_scale() {
+    let pg = TestCluster::start(16);
+    let dsn = pg.dsn();
+    assert_exit(
+        &dbio(&[
+            "setup",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "1",
+            "--scale",
+            "64blocks",
+            "-q",
+        ]),
+        0,
+    );
+    let o = check(&dsn);
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).contains("index i_cf1 valid and used (Aggregate > Index Scan using i_cf1"),
+        "{}",
+        stdout(&o)
+    );
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("r");
+    assert_exit(&run_once(&dsn, &dir), 0);
+    let r = read_result(&dir);
+    assert_eq!(r["environment"]["read_path"]["scan"], "Index Scan");
+    assert_eq!(r["environment"]["data_set"]["scale_blocks"], 64);
+    // Below the minimum, setup refuses.
+    let o = dbio(&[
+        "setup",
+        "--dsn",
+        &dsn,
+        "--prefix",
+        "tiny",
+        "--schemas",
+        "1",
+        "--scale",
+        "63blocks",
+        "-q",
+    ]);
+    assert_exit(&o, 2);
 }

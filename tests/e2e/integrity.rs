@@ -86,7 +86,14 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         &dsn,
         first_out.path().to_str().unwrap(),
         "8s",
-        &["--run-id", "shards-of-one"],
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "0/2",
+            "--readers",
+            "2",
+        ],
     );
     // The first run holds the data set from its preflight on; its sessions connect after.
     let holder = pid_of(&c, "dbio-lock", Duration::from_secs(15)).await;
@@ -151,13 +158,42 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         .get(0);
     assert_eq!(schemas, 1, "the refused teardown dropped nothing");
 
-    // A shard of the same coordinated run (the same run id) shares the data set.
+    // Another shard of the same coordinated run (its run id and another --shard) shares the
+    // data set; the same shard twice does not.
+    let twice_out = tempfile::tempdir().unwrap();
+    let twice = dbio(&run_args(
+        &dsn,
+        twice_out.path().to_str().unwrap(),
+        "1",
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "0/2",
+            "--readers",
+            "2",
+        ],
+    ));
+    assert_exit(&twice, 2);
+    let e = stderr(&twice);
+    assert!(
+        e.contains("shard 0/2 of run \"shards-of-one\" is already running")
+            && e.contains(&format!("pid {holder}")),
+        "{e}"
+    );
     let shard_out = tempfile::tempdir().unwrap();
     let shard = dbio(&run_args(
         &dsn,
         shard_out.path().to_str().unwrap(),
         "1",
-        &["--run-id", "shards-of-one"],
+        &[
+            "--run-id",
+            "shards-of-one",
+            "--shard",
+            "1/2",
+            "--readers",
+            "2",
+        ],
     ));
     assert_exit(&shard, 0);
     assert_eq!(read_result(shard_out.path())["status"], "ok");
@@ -185,6 +221,50 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         ]),
         0,
     );
+}
+
+// Seen: two unrelated runs given the same --run-id (and no --shard) ran at once, each
+// counting the other's work: a run id belongs to one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_under_the_same_run_id_without_shard_is_refused() {
+    let pg = TestCluster::start(16);
+    pg.load("1", SCALE);
+    let c = pg.client().await;
+    let dsn = pg.dsn();
+    let first_out = tempfile::tempdir().unwrap();
+    let mut first = spawn_run(
+        &dsn,
+        first_out.path().to_str().unwrap(),
+        "6s",
+        &["--run-id", "nightly"],
+    );
+    let holder = pid_of(&c, "dbio-lock", Duration::from_secs(15)).await;
+    pid_of(&c, "dbio-reader-1", Duration::from_secs(15)).await;
+    for extra in [
+        &["--run-id", "nightly"][..],
+        &["--run-id", "nightly", "--shard", "1/2", "--readers", "2"][..],
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let second = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "1", extra));
+        assert_exit(&second, 2);
+        let e = stderr(&second);
+        assert!(
+            e.contains("the run id is in use")
+                && e.contains("run id \"nightly\"")
+                && e.contains(&format!("pid {holder} (a run: application_name dbio-lock")),
+            "{extra:?}: {e}"
+        );
+        assert!(
+            !out.path().join("result.json").exists(),
+            "a refused run writes no result"
+        );
+    }
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the refusals came while the first run was measuring"
+    );
+    assert_eq!(first.wait().unwrap().code(), Some(0), "the first run");
+    assert_eq!(read_result(first_out.path())["status"], "ok");
 }
 
 // Seen: truncated tables measured as if full (rows 0, status ok).

@@ -11,6 +11,16 @@ use serde_json::Value;
 const SCALE: &str = "1000blocks";
 
 fn run(dsn: &str, out: &Path, run_time: &str, extra: &[&str]) -> std::process::Output {
+    run_with(dsn, out, run_time, "1", extra)
+}
+
+fn run_with(
+    dsn: &str,
+    out: &Path,
+    run_time: &str,
+    readers: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let mut args = vec![
         "run",
         "--dsn",
@@ -20,7 +30,7 @@ fn run(dsn: &str, out: &Path, run_time: &str, extra: &[&str]) -> std::process::O
         "--scale",
         SCALE,
         "--readers",
-        "1",
+        readers,
         "--run-time",
         run_time,
         "--out",
@@ -63,9 +73,16 @@ async fn three_shard_processes_merge_into_one_exact_result() {
                     if k == 2 {
                         std::thread::sleep(Duration::from_secs(2));
                     }
-                    // One run id: the shards of one run share the data set (a second run
-                    // on it is refused otherwise).
-                    run(dsn, d, "6s", &["--run-id", "merge-e2e"])
+                    // One run id and a shard each: the shards of one run share the data set
+                    // (a second run on it, or under its id without --shard, is refused).
+                    let shard = format!("{k}/3");
+                    run_with(
+                        dsn,
+                        d,
+                        "6s",
+                        "3",
+                        &["--run-id", "merge-e2e", "--shard", &shard],
+                    )
                 })
             })
             .collect();
@@ -406,4 +423,137 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
     );
     assert_eq!(m["merge"]["collector_from"], 2);
     assert_eq!(m["config"]["run"]["readers"], 3);
+}
+
+/// The sum of a wait table's "% of DB time" column.
+fn pct_sum(rows: &Value) -> f64 {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["pct_db_time"].as_f64())
+        .sum()
+}
+
+// Seen on three merged shards of a direct-I/O server: waits copied from shard 0 (2 sessions
+// its own, the others' 4 "other sessions"): IO:DataFileRead 299.3% of DB time; "the page
+// cache served the reads" (ratio 0.33: one shard's backends over the whole server's reads)
+// beside a device ratio of 1.00; shard 0's "DB time exceeds what 2 sessions can spend"
+// carried into the merge; and the collecting shard began its window 45-184 ms after the
+// others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 binaries: scripts/test.sh installs them"
+)]
+async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
+    // debug_io_direct=data (16+) needs a file system with O_DIRECT: the test folder is on
+    // the work disk, not a tmpfs.
+    let pg = TestCluster::start_pg17(16, &[("debug_io_direct", "data")]);
+    pg.load("2", "2000blocks");
+    let dsn = pg.dsn();
+    let work = tempfile::tempdir().unwrap();
+    let start = (chrono::Utc::now() + chrono::TimeDelta::seconds(10))
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    let dirs: Vec<PathBuf> = (0..3)
+        .map(|k| work.path().join(format!("shard{k}")))
+        .collect();
+    let outputs: Vec<std::process::Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = dirs
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let (dsn, start) = (dsn.as_str(), start.as_str());
+                s.spawn(move || {
+                    let shard = format!("{k}/3");
+                    let mut args = vec![
+                        "run",
+                        "--dsn",
+                        dsn,
+                        "--schemas",
+                        "2",
+                        "--scale",
+                        "2000blocks",
+                        "--readers",
+                        "6",
+                        "--run-time",
+                        "3s",
+                        "-q",
+                        "--out",
+                    ];
+                    args.push(d.to_str().unwrap());
+                    args.extend(["--run-id", "direct", "--shard", &shard, "--start-at", start]);
+                    dbio(&args)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outputs {
+        assert_exit(o, 0);
+    }
+    let shards: Vec<Value> = dirs.iter().map(|d| read_result(d)).collect();
+    // Each shard sampled its own two sessions and read its own backends.
+    for (k, r) in shards.iter().enumerate() {
+        assert!(r["waits"].is_object(), "shard {k} sampled its sessions");
+        assert_eq!(
+            r["host"]["backends_read"].as_u64().map(|n| n >= 2),
+            Some(true),
+            "{}",
+            r["host"]
+        );
+        let ratio = num(&r["host"], &["physical_read_ratio"]);
+        assert!(ratio > 0.9, "shard {k}: direct I/O, yet a ratio of {ratio}");
+        let w = r["warnings"].to_string();
+        assert!(!w.contains("page cache"), "shard {k}: {w}");
+        assert!(!w.contains("exceeds what"), "shard {k}: {w}");
+    }
+    // The collecting shard's window starts with the others': its "before" snapshot was
+    // taken ahead of the instant.
+    let starts: Vec<chrono::DateTime<chrono::Utc>> = shards
+        .iter()
+        .map(|r| r["window"]["start"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let others = starts[1].max(starts[2]);
+    let late_ms = (starts[0] - others).num_milliseconds();
+    assert!(
+        late_ms < 40,
+        "the collecting shard opened its window {late_ms} ms after the others ({starts:?})"
+    );
+
+    let merged_dir = work.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(strs(&dirs));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    assert_exit(&dbio(&args), 0);
+    let m = read_result(&merged_dir);
+    let waits = &m["waits"];
+    let fg = pct_sum(&waits["foreground"]);
+    assert!(
+        fg > 50.0 && fg <= 110.0,
+        "the merged foreground waits are {fg}% of DB time: {waits}"
+    );
+    assert!(
+        waits["db_time_source"]
+            .as_str()
+            .unwrap()
+            .contains("summed over 3 shards"),
+        "{}",
+        waits["db_time_source"]
+    );
+    let read = waits["foreground"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["event"] == "IO:DataFileRead")
+        .expect("a DataFileRead row");
+    assert_eq!(read["measured"], true, "{read}");
+    let ratio = num(&m["host"], &["physical_read_ratio"]);
+    assert!(ratio > 0.9, "merged ratio {ratio}: {}", m["host"]);
+    assert!(num(&m["host"], &["backends_read"]) >= 6.0, "{}", m["host"]);
+    let w = m["warnings"].to_string();
+    assert!(!w.contains("page cache"), "{w}");
+    assert!(!w.contains("exceeds what"), "{w}");
+    let report = std::fs::read_to_string(merged_dir.join("report.txt")).unwrap();
+    assert!(!report.contains("page cache served"), "{report}");
 }

@@ -128,6 +128,28 @@ async fn two_clusters_in_one_window_each_counted_by_its_server() {
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("Targets (2;"), "{report}");
     assert!(report.contains("Target 2: "), "{report}");
+    // Each target's own settings and read path (seen: only target 1's), and no "host: not
+    // measured" where each target measured its own host.
+    let settings: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("     settings "))
+        .collect();
+    assert_eq!(settings.len(), 2, "{report}");
+    // PostgreSQL 17 has io_combine_limit, the default build (15) has not.
+    assert!(
+        !settings[0].contains("io_combine_limit=") && settings[1].contains("io_combine_limit="),
+        "{settings:?}"
+    );
+    assert_eq!(
+        report
+            .lines()
+            .filter(|l| l.starts_with("     read path index: Aggregate > Index Scan using i_cf1"))
+            .count(),
+        2,
+        "{report}"
+    );
+    assert!(!report.contains("host: not measured"), "{report}");
+    assert!(report.contains("host: per target"), "{report}");
     assert!(
         report
             .lines()
@@ -313,5 +335,91 @@ async fn several_target_refusals_name_the_fix() {
         r["warnings"].to_string().contains("are one server"),
         "{}",
         r["warnings"]
+    );
+}
+
+/// idx_scan on dbio's tables of each of two servers, settled.
+async fn scans_of(a: &tokio_postgres::Client, b: &tokio_postgres::Client) -> (u64, u64) {
+    (idx_scans(a).await, idx_scans(b).await)
+}
+
+// Seen with `host=a,b`: 3 of 4 sessions on one server and the collector on the other, status
+// ok and every database figure about a server the sessions did not use. A run settles on one
+// server of the list (the first that answers and fits target_session_attrs) for every
+// session and the collector, and records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_list_is_one_server_for_every_session_and_the_collector() {
+    let a = TestCluster::start(16);
+    let b = TestCluster::start(16);
+    a.load("1", SCALE);
+    b.load("1", SCALE);
+    let (ca, cb) = (a.client().await, b.client().await);
+    let (pa, pb) = (a.cluster.state.port, b.cluster.state.port);
+    let list = |attrs: &str| {
+        format!("host=127.0.0.1,127.0.0.1 port={pa},{pb} user=postgres dbname=postgres{attrs}")
+    };
+    let out = tempfile::tempdir().unwrap();
+    let run = |dsn: String, dir: &std::path::Path| {
+        dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--readers",
+            "3",
+            "--work-loop",
+            "100",
+            "-q",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    // Both answer: the first, for everything.
+    let before = scans_of(&ca, &cb).await;
+    let dir = out.path().join("first");
+    assert_exit(&run(list(""), &dir), 0);
+    let after = scans_of(&ca, &cb).await;
+    let r = read_result(&dir);
+    assert_scans(after.0 - before.0, 300, "the first server");
+    assert_eq!(after.1, before.1, "no read on the second server");
+    assert_eq!(
+        r["environment"]["pinned_server"],
+        format!("host=127.0.0.1 port={pa}")
+    );
+    assert_scans(
+        n(&r, &["db", "dbio_tables", "idx_scan"]),
+        300,
+        "the collector",
+    );
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        report.contains(&format!(
+            "every session and the collector used host=127.0.0.1 port={pa}"
+        )),
+        "{report}"
+    );
+
+    // The first is read-only and target_session_attrs asks for read-write: the second, for
+    // everything.
+    for sql in [
+        "ALTER SYSTEM SET default_transaction_read_only = on",
+        "SELECT pg_reload_conf()",
+    ] {
+        ca.batch_execute(sql).await.unwrap();
+    }
+    let before = scans_of(&ca, &cb).await;
+    let dir = out.path().join("second");
+    assert_exit(&run(list(" target_session_attrs=read-write"), &dir), 0);
+    let after = scans_of(&ca, &cb).await;
+    let r = read_result(&dir);
+    assert_eq!(after.0, before.0, "no read on the read-only first server");
+    assert_scans(after.1 - before.1, 300, "the second server");
+    assert_eq!(
+        r["environment"]["pinned_server"],
+        format!("host=127.0.0.1 port={pb}")
+    );
+    assert_scans(
+        n(&r, &["db", "dbio_tables", "idx_scan"]),
+        300,
+        "the collector",
     );
 }

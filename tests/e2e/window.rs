@@ -20,6 +20,36 @@ async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
     .get(0)
 }
 
+/// `dbio run` of 2 readers for `run_time` under a think time (`think`, the YAML of
+/// `run.think_time`), its result in `dir/out`.
+fn run_thinking(
+    pg: &TestCluster,
+    dir: &std::path::Path,
+    think: &str,
+    run_time: &str,
+) -> std::process::Output {
+    let config = dir.join("think.yaml");
+    std::fs::write(&config, format!("run:\n  think_time: {think}\n")).unwrap();
+    dbio(&[
+        "run",
+        "-c",
+        config.to_str().unwrap(),
+        "--dsn",
+        &pg.dsn(),
+        "--schemas",
+        "1",
+        "--scale",
+        "1000blocks",
+        "--readers",
+        "2",
+        "--run-time",
+        run_time,
+        "--out",
+        dir.join("out").to_str().unwrap(),
+        "-q",
+    ])
+}
+
 // A 5 s run during a 20 s lock wait took 22 s of wall time, reported "5.000 s measured" and
 // a DB time of 25.3 s for 2 sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,6 +128,29 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     assert!((measured - run_s).abs() < 1e-6, "measured_s {measured}");
     let past = num(&r, &["window", "ops_past_window"]);
     assert!(past >= 2.0, "both blocked reads excluded: {past}");
+    // Seen: a read stalled 3.26 s at the window's end was cancelled and dropped with no word
+    // (max 19 ms reported). Both blocked reads are named with how long they had waited.
+    let stalled = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .find(|w| w.contains("had stalled when the window ended"))
+        .unwrap_or_else(|| panic!("no stall warning: {}", r["warnings"]));
+    assert!(
+        stalled.starts_with("2 operation(s)")
+            && stalled.contains("dbio-reader-1 ")
+            && stalled.contains("dbio-reader-2 "),
+        "{stalled}"
+    );
+    for s in r["sessions"].as_array().unwrap() {
+        let t = num(s, &["in_flight_at_end_s"]);
+        assert!(
+            t > 1.0 && t < run_s,
+            "{}: in flight {t} s at the end",
+            s["spec"]["name"]
+        );
+    }
     let reads = num(&r, &["client", "read", "count"]);
     let rate = num(&r, &["client", "read", "ops_per_s"]);
     assert!(
@@ -143,34 +196,10 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
     let c = pg.client().await;
     let before = idx_scan(&c).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("think.yaml");
-    std::fs::write(
-        &config,
-        "run:\n  think_time: {frequency: 2, min: 30s, max: 30s}\n",
-    )
-    .unwrap();
     let out_dir = dir.path().join("out");
     let started = Instant::now();
-    let out = dbio(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        "2s",
-        "--out",
-        out_dir.to_str().unwrap(),
-        "-q",
-    ]);
+    let out = run_thinking(&pg, dir.path(), "{frequency: 2, min: 30s, max: 30s}", "2s");
     let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         took < Duration::from_secs(25),
         "the run waited out the think time: {took:?}"
@@ -181,6 +210,14 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
         reads <= 2.0,
         "at most one read per session before its think: {reads}"
     );
+    // A window in which no read completed measured nothing: it fails (exit 1).
+    let (code, status) = if reads == 0.0 {
+        (1, "failed")
+    } else {
+        (0, "ok")
+    };
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    assert_eq!(r["status"], status);
     let db_s = num(&r, &["db", "seconds"]);
     assert!(
         db_s < 6.0,
@@ -191,5 +228,42 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
         (after - before) as f64,
         reads,
         "the server saw exactly the reads counted"
+    );
+}
+
+// Seen: a window in which no operation completed (every session thinking past it) was status
+// ok with DB IOPS > 0, and regress took it as a baseline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_without_a_completed_operation_fails_and_is_no_baseline() {
+    let pg = TestCluster::start(16);
+    pg.load("1", "1000blocks");
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    // Every operation is preceded by a 20 s think; the window is 1 s.
+    let out = run_thinking(&pg, dir.path(), "{frequency: 1, min: 20s, max: 20s}", "1s");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let r = read_result(&out_dir);
+    assert_eq!(r["status"], "failed");
+    assert_eq!(num(&r, &["client", "ops"]), 0.0);
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("no operation completed inside the 1.000 s window"),
+        "{e}"
+    );
+    let report = std::fs::read_to_string(out_dir.join("report.txt")).unwrap();
+    assert!(report.contains("status FAILED"), "{report}");
+    // Never a baseline.
+    let json = out_dir.join("result.json");
+    let o = dbio(&[
+        "regress",
+        "--baseline",
+        json.to_str().unwrap(),
+        json.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("a failed or interrupted run is never a baseline"),
+        "{}",
+        stderr(&o)
     );
 }

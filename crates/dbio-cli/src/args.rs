@@ -426,7 +426,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", value_parser = ["index", "bitmap"])]
     pub read_path: Option<String>,
     /// Id the run holds its data set under: the shards of one coordinated run pass the same
-    /// id and share the data set; another run is refused while one holds it [config:
+    /// id (each with its --shard) and share the data set; another run is refused while one
+    /// holds it, and so is a second run under the same id without --shard [config:
     /// run.run_id; default a fresh id per run]
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,

@@ -168,7 +168,17 @@ pub trait Backend {
     /// data set's lock), so the next run (a ramp's next step) can take it.
     fn end_run(&mut self) {}
 
-    /// The collector for the window; called once the sessions are open.
+    /// Whether [`Backend::collector`] gives a shard that does not collect the server's
+    /// figures (`run.collector_shard` is another) a collector of its own sessions only
+    /// (their waits and physical reads, for `dbio merge` to sum); false: such a shard has no
+    /// collector.
+    fn shard_collector(&self) -> bool {
+        false
+    }
+
+    /// The collector for the window; called once the sessions are open. In a shard that
+    /// does not collect the server's figures (see [`Backend::shard_collector`]) it
+    /// measures the shard's own sessions only.
     fn collector(
         &mut self,
         plan: &RunPlan,

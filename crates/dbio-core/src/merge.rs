@@ -30,6 +30,7 @@ use thiserror::Error;
 use crate::driver::{CpuUsage, IntervalRow, RunStatus};
 use crate::result::{OpMetrics, RunResult};
 use crate::shape::Shape;
+use crate::stats::dbstats::{HostMetrics, SHARD_WAIT_NOTE, WaitProfile, WaitRow};
 use crate::stats::{LatencySummary, decode_histogram, encode_histogram, new_histogram};
 use crate::workload::SessionKind;
 
@@ -257,14 +258,11 @@ pub fn merge(
         .count() as u32;
     let writers = sessions.len() as u32 - readers;
 
-    // The collector's figures: from the first shard that has them.
-    let collector_from = results
-        .iter()
-        .position(|r| r.db.is_some() || r.waits.is_some() || r.device.is_some());
-    let collectors = results
-        .iter()
-        .filter(|r| r.db.is_some() || r.waits.is_some() || r.device.is_some())
-        .count();
+    // The server's figures: from the first shard that has them (every shard may sample its
+    // own sessions' waits; only the collecting one snapshots the server).
+    let collects = |r: &RunResult| r.db.is_some() || r.device.is_some();
+    let collector_from = results.iter().position(collects);
+    let collectors = results.iter().filter(|r| collects(r)).count();
     if let Some(k) = collector_from
         && collectors > 1
     {
@@ -398,6 +396,37 @@ pub fn merge(
         .map(|r| r.window.warmup_s)
         .fold(0.0, f64::max);
 
+    // The waits and the backends' physical reads: each shard measured its own sessions,
+    // and the merged figures are their sums (the server's measured rows and processes from
+    // the collecting shard).
+    let waits = merge_waits(&results, collector_from, &mut warnings);
+    let block_size = first.environment.data_set.block_size;
+    let host = merge_hosts(&results, collector_from, block_size, &mut warnings);
+    let mut db = from.and_then(|f| f.db.clone());
+    if let Some(db) = db.as_mut() {
+        // The other shards' samplers committed their own transactions on the server too.
+        let others: u64 = results
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| Some(*k) != collector_from)
+            .filter_map(|(_, r)| r.waits.as_ref().map(|w| w.transactions))
+            .sum();
+        if others > 0 {
+            db.exclude_own_transactions(others);
+        }
+        if let Some(t) = db.db_time_s {
+            warnings.extend(crate::result::db_time_warning(
+                t,
+                sessions.len(),
+                db.seconds,
+            ));
+        }
+        warnings.extend(crate::stats::dbstats::host_cache_warnings(
+            db,
+            host.as_ref(),
+        ));
+    }
+
     let client = crate::result::ClientMetrics {
         ops,
         errors,
@@ -421,10 +450,10 @@ pub fn merge(
         sessions,
         sessions_lost: results.iter().map(|r| r.sessions_lost).sum(),
         timeseries,
-        db: from.and_then(|f| f.db.clone()),
-        waits: from.and_then(|f| f.waits.clone()),
+        db,
+        waits,
         device: from.and_then(|f| f.device.clone()),
-        host: from.and_then(|f| f.host.clone()),
+        host,
         missing_rights: from.map(|f| f.missing_rights.clone()).unwrap_or_default(),
         calibration: None,
         warnings,
@@ -448,7 +477,8 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
         b: p.to_path_buf(),
         detail,
     };
-    let shape0 = Shape::of(&r0.config, Some(&r0.environment), data_device(r0));
+    // The device is measured by the collecting shard only: not a shape fact between shards.
+    let shape0 = Shape::of(&r0.config, Some(&r0.environment), None);
     let mut indices = BTreeSet::new();
     for (p, r) in paths.iter().zip(results) {
         if run_identity(r) != run_identity(r0) {
@@ -503,8 +533,7 @@ fn check_one_run(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeEr
                 ),
             ));
         }
-        let differences =
-            shape0.differences(&Shape::of(&r.config, Some(&r.environment), data_device(r)));
+        let differences = shape0.differences(&Shape::of(&r.config, Some(&r.environment), None));
         let mut listed: Vec<String> = differences.iter().map(|d| d.to_string()).collect();
         listed.extend(workload_differences(r0, r));
         if !listed.is_empty() {
@@ -528,8 +557,162 @@ pub fn run_identity(r: &RunResult) -> Option<&str> {
         .or(r.config.run.run_id.as_deref())
 }
 
-fn data_device(r: &RunResult) -> Option<&str> {
-    r.device.as_ref().map(|d| d.device.as_str())
+/// The waits of the merged run: each shard sampled its own sessions, so the sampled rows and
+/// the DB time (samples x each shard's own period) add; the database's measured rows (its
+/// counters cover every shard's sessions) and the server's processes are the collecting
+/// shard's. Null, with the reason, when a shard has no waits.
+fn merge_waits(
+    results: &[RunResult],
+    from: Option<usize>,
+    warnings: &mut Vec<String>,
+) -> Option<WaitProfile> {
+    let Some(profiles) = results
+        .iter()
+        .map(|r| r.waits.as_ref())
+        .collect::<Option<Vec<&WaitProfile>>>()
+    else {
+        if results.iter().any(|r| r.waits.is_some()) {
+            warnings.push(
+                "waits are null: not every shard sampled its own sessions (results of an older dbio, whose other \
+                 shards had no sampler, or a backend without one), and one shard's samples beside the database's \
+                 counters of every shard's sessions would overstate the waits' share of DB time"
+                    .into(),
+            );
+        }
+        return None;
+    };
+    let base = profiles[from.unwrap_or(0)];
+    let mut fg: Vec<WaitRow> = base
+        .foreground
+        .iter()
+        .filter(|r| r.measured)
+        .map(|r| WaitRow {
+            samples: 0,
+            note: r
+                .note
+                .as_deref()
+                .map(strip_shard_note)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            ..r.clone()
+        })
+        .collect();
+    for p in &profiles {
+        for row in &p.foreground {
+            match fg.iter_mut().find(|r| r.event == row.event) {
+                Some(r) => {
+                    r.samples += row.samples;
+                    if !r.measured {
+                        r.time_s += row.time_s;
+                    }
+                }
+                None if !row.measured => fg.push(WaitRow {
+                    pct_db_time: None,
+                    ..row.clone()
+                }),
+                None => {}
+            }
+        }
+    }
+    let db_time_s: f64 = profiles.iter().map(|p| p.db_time_s).sum();
+    for r in fg.iter_mut() {
+        r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);
+    }
+    fg.sort_by(|a, b| b.time_s.total_cmp(&a.time_s));
+    let samples: u64 = profiles.iter().map(|p| p.samples).sum();
+    let mut background = base.background.clone();
+    for r in background.iter_mut() {
+        r.pct_db_time = (db_time_s > 0.0).then(|| 100.0 * r.time_s / db_time_s);
+    }
+    Some(WaitProfile {
+        period_ms: base.period_ms,
+        achieved_period_ms: profiles.iter().map(|p| p.achieved_period_ms).sum::<f64>()
+            / profiles.len() as f64,
+        samples,
+        transactions: profiles.iter().map(|p| p.transactions).sum(),
+        db_time_s,
+        db_time_source: format!(
+            "sampled: each shard's own sessions (by {}) x its own period, summed over {} shards",
+            if base.sessions_by.is_empty() {
+                "backend PID"
+            } else {
+                base.sessions_by.as_str()
+            },
+            profiles.len()
+        ),
+        foreground: fg,
+        background,
+        sessions_by: base.sessions_by.clone(),
+        // Each shard's sampler saw the other shards' sessions as others: not merged.
+        other_sessions: Vec::new(),
+        other_sessions_pct: None,
+        visibility_note: profiles.iter().find_map(|p| p.visibility_note.clone()),
+    })
+}
+
+/// A measured wait row's note without what it says in a shard's own result.
+fn strip_shard_note(note: &str) -> &str {
+    match note.find(SHARD_WAIT_NOTE) {
+        Some(i) => note[..i].trim_end_matches("; ").trim_end(),
+        None => note,
+    }
+}
+
+/// The backends' physical reads of the merged run: each shard's own sessions' bytes (from
+/// storage and through the kernel) add; the io workers, the host's memory and CPU are the
+/// collecting shard's. The session figures are null, with a note, unless every shard read
+/// its backends.
+fn merge_hosts(
+    results: &[RunResult],
+    from: Option<usize>,
+    block_size: u64,
+    warnings: &mut Vec<String>,
+) -> Option<HostMetrics> {
+    let base = from
+        .and_then(|k| results[k].host.as_ref())
+        .or_else(|| results.iter().find_map(|r| r.host.as_ref()))?;
+    let mut h = base.clone();
+    let per_shard: Option<Vec<(u64, u64, u32)>> = results
+        .iter()
+        .map(|r| {
+            let h = r.host.as_ref()?;
+            Some((
+                h.session_read_bytes?,
+                h.session_kernel_read_bytes?,
+                h.backends_read,
+            ))
+        })
+        .collect();
+    h.notes
+        .retain(|n| !n.starts_with("this shard's own sessions only"));
+    match per_shard {
+        Some(parts) => {
+            h.session_read_bytes = Some(parts.iter().map(|p| p.0).sum());
+            h.session_kernel_read_bytes = Some(parts.iter().map(|p| p.1).sum());
+            // Each shard's own backends; the collecting shard's count includes the io workers.
+            h.backends_read = results
+                .iter()
+                .filter_map(|r| r.host.as_ref().map(|h| h.backends_read))
+                .sum();
+            h.notes.push(format!(
+                "dbio's backends: the sum of {} shards' own sessions",
+                results.len()
+            ));
+        }
+        None => {
+            h.session_read_bytes = None;
+            h.session_kernel_read_bytes = None;
+            h.physical_blocks_per_s = None;
+            h.physical_read_ratio = None;
+            let note = "the backends' physical reads are null: not every shard read its own sessions' /proc/<pid>/io \
+                        (see each shard's missing rights)";
+            h.notes.push(note.to_string());
+            warnings.push(note.to_string());
+            return Some(h);
+        }
+    }
+    h.derive_ratio(block_size);
+    Some(h)
 }
 
 /// What the sessions did, beyond the shape: the mix, think time, hot spot, window kind.
@@ -719,11 +902,13 @@ mod tests {
             .with_timezone(&Utc)
             + chrono::TimeDelta::milliseconds(offset_ms);
         let ctx = RunContext {
+            other_shards: false,
             config: crate::Config::default(),
             environment: Environment {
                 dbio_version: "0".into(),
                 client_host: "h".into(),
                 target: "t".into(),
+                pinned_server: None,
                 session_tls: None,
                 server_version: "17.0".into(),
                 server_version_num: 170000,
@@ -763,7 +948,10 @@ mod tests {
                 sessions_lost: 0,
             },
         );
-        // The driver counts sessions' operations; here the histogram is the truth.
+        // The driver counts sessions' operations; here the histogram is the truth (and a
+        // window with operations is not the failed one `build` saw without sessions).
+        r.status = RunStatus::Ok;
+        r.error = None;
         r.client.read.count = latencies_us.len() as u64;
         r.client.ops = r.client.read.count;
         r.client.read.ops_per_s = r.client.read.count as f64 / 10.0;
@@ -816,6 +1004,136 @@ mod tests {
                 .contains("s0.json 12:00:00.000 .. 12:00:10.000"),
             "{e}"
         );
+    }
+
+    fn row(event: &str, measured: bool, time_s: f64, samples: u64) -> WaitRow {
+        WaitRow {
+            event: event.into(),
+            waits: measured.then_some(1000),
+            time_s,
+            avg_us: None,
+            pct_db_time: None,
+            measured,
+            samples,
+            note: measured.then(|| format!("read time; {SHARD_WAIT_NOTE}")),
+            device_await_ms: None,
+        }
+    }
+
+    fn sampled(db_time_s: f64, rows: Vec<WaitRow>, transactions: u64) -> WaitProfile {
+        WaitProfile {
+            period_ms: 100.0,
+            achieved_period_ms: 100.0,
+            samples: 30,
+            transactions,
+            db_time_s,
+            db_time_source: "sampled".into(),
+            foreground: rows,
+            sessions_by: "backend PID".into(),
+            ..WaitProfile::default()
+        }
+    }
+
+    fn host(read: u64, rchar: u64) -> HostMetrics {
+        HostMetrics {
+            seconds: 10.0,
+            session_read_bytes: Some(read),
+            session_kernel_read_bytes: Some(rchar),
+            backends_read: 2,
+            ..HostMetrics::default()
+        }
+    }
+
+    // Seen: the wait table copied from shard 0 (its 2 sessions' DB time under the database's
+    // reads of all 6): IO:DataFileRead 299.3% of DB time; the physical-read ratio of one
+    // shard's backends over the server's reads (0.33); shard 0's DB-time warning carried in.
+    #[test]
+    fn waits_and_backends_reads_are_summed_over_the_shards() {
+        let ops: Vec<u64> = vec![200; 100];
+        let mut shards: Vec<RunResult> = (0..3).map(|k| shard(&ops, k)).collect();
+        shards[0].db = Some(crate::stats::dbstats::DbMetrics {
+            seconds: 10.0,
+            commits_per_s: 100.0,
+            db_time_s: Some(29.0),
+            ..Default::default()
+        });
+        // The database measured 15 s of reads for the three shards' sessions; each shard
+        // sampled its own 10 s of DB time (5 s of it CPU).
+        shards[0].waits = Some(sampled(
+            10.0,
+            vec![
+                row("IO:DataFileRead", true, 15.0, 50),
+                row("CPU", false, 5.0, 50),
+            ],
+            40,
+        ));
+        for r in &mut shards[1..] {
+            r.waits = Some(sampled(
+                10.0,
+                vec![
+                    row("IO:DataFileRead", false, 5.0, 50),
+                    row("CPU", false, 5.0, 50),
+                ],
+                40,
+            ));
+        }
+        for (k, r) in shards.iter_mut().enumerate() {
+            r.host = Some(host(8192 * 900, 8192 * 1000));
+            r.sessions = vec![serde_json::from_value(serde_json::json!({
+                "spec": {"index": k, "name": format!("dbio-reader-{}", k + 1), "kind": "reader", "schema": "user1"},
+                "start": null, "end": null, "ops": [100, 0], "errors": [0, 0], "rows": [0, 0],
+                "first_error": null, "ended_by": "window"
+            }))
+            .unwrap()];
+        }
+        let m = merge(&paths(3), shards.clone(), None).unwrap();
+        let w = m.waits.as_ref().unwrap();
+        assert_eq!(w.db_time_s, 30.0);
+        assert!(
+            w.db_time_source.contains("summed over 3 shards"),
+            "{}",
+            w.db_time_source
+        );
+        let read = &w.foreground[0];
+        assert_eq!(
+            (read.event.as_str(), read.measured),
+            ("IO:DataFileRead", true)
+        );
+        assert_eq!((read.time_s, read.samples), (15.0, 150));
+        assert_eq!(read.pct_db_time, Some(50.0));
+        assert_eq!(read.note.as_deref(), Some("read time"));
+        let cpu = w.foreground.iter().find(|r| r.event == "CPU").unwrap();
+        assert_eq!((cpu.time_s, cpu.pct_db_time), (15.0, Some(50.0)));
+        let total: f64 = w.foreground.iter().filter_map(|r| r.pct_db_time).sum();
+        assert!((total - 100.0).abs() < 1e-9, "{total}");
+        assert_eq!(w.transactions, 120);
+        let h = m.host.as_ref().unwrap();
+        assert_eq!(h.session_read_bytes, Some(3 * 8192 * 900));
+        assert_eq!(h.physical_read_ratio, Some(0.9));
+        assert_eq!(h.backends_read, 6);
+        // DB time 29 s is what 3 sessions can spend in 10 s: no warning (shard 0 alone, one
+        // session, would have said so); the other shards' samplers' 80 transactions are left
+        // out of the commits.
+        assert!(
+            !m.warnings.iter().any(|w| w.contains("exceeds what")),
+            "{:?}",
+            m.warnings
+        );
+        assert!(crate::result::db_time_warning(29.0, 1, 10.0).is_some());
+        let db = m.db.as_ref().unwrap();
+        assert_eq!(db.commits_per_s, 92.0);
+        assert_eq!(db.own_transactions, Some(80));
+        // A shard without waits: the merged waits are null, and say why.
+        shards[2].waits = None;
+        shards[2].host = None;
+        let m = merge(&paths(3), shards, None).unwrap();
+        assert!(m.waits.is_none());
+        assert!(
+            m.warnings.iter().any(|w| w.starts_with("waits are null")),
+            "{:?}",
+            m.warnings
+        );
+        assert!(m.host.as_ref().unwrap().physical_read_ratio.is_none());
     }
 
     #[test]

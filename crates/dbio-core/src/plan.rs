@@ -57,6 +57,13 @@ impl RunPlan {
             on_error: r.on_error,
             seed: r.seed,
             grace: STOP_GRACE,
+            // Shards started at an instant open their windows at one instant after the
+            // warm-up (see `bench::run`).
+            snapshot_lead: if r.start_at().is_some() {
+                crate::driver::snapshot_lead(r.warmup.0)
+            } else {
+                Duration::ZERO
+            },
         };
         let mut recorded = config.clone();
         if config.target.dsns.is_empty() {

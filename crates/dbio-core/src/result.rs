@@ -105,6 +105,11 @@ pub struct Environment {
     pub client_host: String,
     /// `host=... port=... user=... dbname=...`, never a password.
     pub target: String,
+    /// The one server of a host list (`host=a,b`) this run used for every session and the
+    /// collector: the first that answered and fit target_session_attrs (`host=b port=5432`);
+    /// null for a target of one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_server: Option<String>,
     pub server_version: String,
     pub server_version_num: i64,
     /// Settings that matter to the numbers (shared_buffers, track_io_timing, ...); null when
@@ -282,8 +287,57 @@ pub struct ClientMetrics {
     pub max_rss_kib: Option<u64>,
 }
 
+/// An operation still running this long when the window ended had stalled (a lock wait, a
+/// device that stopped answering): it is cancelled and not counted, and the run says so,
+/// naming it and its duration, since the latency figures cannot show it.
+pub const STALL_S: f64 = 1.0;
+
+/// The warning when the database's DB time exceeds what `sessions` sessions can spend in
+/// `seconds`: other sessions worked in the database. None when it does not.
+pub fn db_time_warning(db_time_s: f64, sessions: usize, seconds: f64) -> Option<String> {
+    let bound = sessions as f64 * seconds;
+    (bound > 0.0 && db_time_s > bound * 1.1).then(|| {
+        format!(
+            "DB time {db_time_s:.1} s exceeds what {sessions} session(s) can spend in {seconds:.1} s \
+             ({bound:.1} s): other sessions worked in this database during the window, \
+             and database-wide figures include their work"
+        )
+    })
+}
+
+/// The warning for operations that had stalled when the window ended (named, with how long
+/// each had been running), or None.
+pub fn stall_warning(sessions: &[SessionOutcome]) -> Option<String> {
+    let mut stalled: Vec<(&str, f64)> = sessions
+        .iter()
+        .filter_map(|s| {
+            s.in_flight_at_end_s
+                .filter(|t| *t >= STALL_S)
+                .map(|t| (s.spec.name.as_str(), t))
+        })
+        .collect();
+    if stalled.is_empty() {
+        return None;
+    }
+    stalled.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let named: Vec<String> = stalled
+        .iter()
+        .map(|(name, t)| format!("{name} {t:.2} s"))
+        .collect();
+    Some(format!(
+        "{} operation(s) had stalled when the window ended ({}: running that long, at least {STALL_S} s): \
+         cancelled there and not counted, so the latency figures (max included) do not show them; \
+         a lock wait or a device that stopped answering?",
+        stalled.len(),
+        named.join(", ")
+    ))
+}
+
 /// What the backend knows about the target and data set, for the result's environment.
 pub struct RunContext {
+    /// This run is one shard of several (`run.shard` I/N, N > 1): the database-wide figures
+    /// include the other shards' sessions, so they are judged in the merged result.
+    pub other_shards: bool,
     pub config: Config,
     pub environment: Environment,
     pub warnings: Vec<String>,
@@ -349,17 +403,27 @@ impl RunResult {
                 outcome.db_window_s
             ));
         }
-        if let Some(db_time_s) = ctx.db.as_ref().and_then(|d| d.db_time_s) {
+        // A shard's database-wide DB time includes the other shards' sessions: `dbio merge`
+        // judges it against all of them.
+        if let Some(db_time_s) = ctx.db.as_ref().and_then(|d| d.db_time_s)
+            && !ctx.other_shards
+        {
             let db_s = ctx.db.as_ref().map_or(outcome.db_window_s, |d| d.seconds);
-            let bound = outcome.sessions.len() as f64 * db_s;
-            if bound > 0.0 && db_time_s > bound * 1.1 {
-                warnings.push(format!(
-                    "DB time {db_time_s:.1} s exceeds what {} session(s) can spend in {db_s:.1} s \
-                     ({bound:.1} s): other sessions worked in this database during the window, \
-                     and database-wide figures include their work",
-                    outcome.sessions.len()
-                ));
-            }
+            warnings.extend(db_time_warning(db_time_s, outcome.sessions.len(), db_s));
+        }
+        warnings.extend(stall_warning(&outcome.sessions));
+        // A window in which no operation ended (neither done nor failed) measured nothing:
+        // the database's counters then hold only the cancelled operations' work, and such a
+        // run must never be a baseline. (Failed operations are measurements: their errors.)
+        let (mut status, mut error) = (outcome.status, outcome.error);
+        if status == RunStatus::Ok && ops + errors == 0 {
+            status = RunStatus::Failed;
+            error = Some(format!(
+                "no operation completed inside the {secs:.3} s window ({ops_past_window} in flight at its end \
+                 cancelled): an operation takes longer than the window (work_unit near the scale, \
+                 a think time longer than the window, a stalled server); lengthen run.run_time, or lower \
+                 run.work_unit or the think time"
+            ));
         }
         if outcome.sessions_lost > 0 {
             warnings.push(format!(
@@ -370,8 +434,8 @@ impl RunResult {
         }
         RunResult {
             format: RESULT_FORMAT,
-            status: outcome.status,
-            error: outcome.error,
+            status,
+            error,
             label: ctx.config.run.label.clone(),
             engine: ctx.config.engine,
             config: ctx.config,

@@ -27,11 +27,16 @@ pub const FACTS: &[&str] = &[
 ];
 
 /// One run's (or ramp's) facts; a fact is `None` where the document does not know it, and an
-/// unknown fact is never reported as a difference.
+/// unknown fact is never reported as a difference, but for the data device: a device that
+/// was not measured (tmpfs, no rights) against a known one is one (seen: regress gated a
+/// flash run against a baseline on disk, the tmpfs side's device unknown).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Shape {
     facts: Vec<(&'static str, Option<String>)>,
 }
+
+/// What a data device that was not measured is called in a difference.
+pub const UNKNOWN_DEVICE: &str = "unknown (not measured: tmpfs, or no rights)";
 
 /// A fact whose value differs between two inputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +107,11 @@ impl Shape {
                     a: a.clone(),
                     b: b.clone(),
                 }),
+                (Some(_), None) | (None, Some(_)) if *fact == "data_device" => Some(Difference {
+                    fact,
+                    a: a.clone().unwrap_or_else(|| UNKNOWN_DEVICE.into()),
+                    b: b.clone().unwrap_or_else(|| UNKNOWN_DEVICE.into()),
+                }),
                 _ => None,
             })
             .collect()
@@ -149,6 +159,7 @@ mod tests {
             dbio_version: "0".into(),
             client_host: "h".into(),
             target: "host=h".into(),
+            pinned_server: None,
             server_version: "x".into(),
             server_version_num: version_num,
             session_tls: Default::default(),
@@ -190,10 +201,14 @@ mod tests {
             [
                 "server_major 15 vs 17",
                 "shared_buffers 16MB vs 128MB",
+                "data_device unknown (not measured: tmpfs, or no rights) vs vdb",
                 "work_unit 64 vs 1"
             ],
-            "the device is unknown on one side, so it is not a difference"
+            "a device unknown on one side (tmpfs) against a known one is a difference"
         );
+        // Unknown on both sides says nothing.
+        let c = Shape::of(&Config::default(), Some(&env(150004, "16MB")), None);
+        assert!(a.differences(&c).is_empty());
     }
 
     #[test]

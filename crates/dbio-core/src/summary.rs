@@ -83,6 +83,11 @@ pub struct StepSummary {
     pub db_avg_read_latency_us: Option<Stat>,
     pub device_read_iops: Option<Stat>,
     pub physical_read_ratio: Option<f64>,
+    /// The backends' own physical-read ratio (bytes they fetched from storage over bytes they
+    /// read, /proc/<pid>/io; the lowest target's over several), mean over repeats: it tells a
+    /// page-cache step where the device's figure is missing or shared.
+    #[serde(default)]
+    pub backends_physical_read_ratio: Option<f64>,
     /// Raw device IOPS at this step's load (from `--calibration`), and DB read IOPS over it.
     #[serde(default)]
     pub raw_device_iops: Option<f64>,
@@ -219,6 +224,18 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         device_read_iops: collect(&|r| r.device.as_ref().map(|d| d.reads_per_s)),
         physical_read_ratio: collect(&|r| r.device.as_ref().and_then(|d| d.physical_read_ratio))
             .map(|s| s.mean),
+        backends_physical_read_ratio: collect(&|r| {
+            r.host
+                .as_ref()
+                .and_then(|h| h.physical_read_ratio)
+                .or_else(|| {
+                    r.targets
+                        .iter()
+                        .filter_map(|t| t.host.as_ref().and_then(|h| h.physical_read_ratio))
+                        .reduce(f64::min)
+                })
+        })
+        .map(|s| s.mean),
         raw_device_iops: first.calibration.as_ref().map(|c| c.raw_small_iops),
         db_to_raw_iops_ratio: collect(&|r| r.calibration.as_ref().and_then(|c| c.iops_ratio))
             .map(|s| s.mean),

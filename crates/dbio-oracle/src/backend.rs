@@ -350,6 +350,7 @@ impl Backend for OracleBackend {
                 .map(|h| h.trim().to_string())
                 .unwrap_or_default(),
             target: self.admin.redacted(),
+            pinned_server: None,
             server_version: facts.version.clone(),
             server_version_num: 0,
             settings: settings(&facts, &run),

@@ -644,6 +644,8 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             .get("log file sync")
             .map(|(d, _)| d.waits_fg as f64 / secs),
         commits_per_s: commits / secs,
+        own_transactions: None,
+        null_reasons: Default::default(),
         checkpoints: 0,
         autovacuum_runs: 0,
         autoanalyze_runs: 0,
@@ -658,6 +660,7 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         period_ms: 0.0,
         achieved_period_ms: 0.0,
         samples: 0,
+        transactions: 0,
         db_time_s,
         db_time_source: db_time_source.into(),
         foreground,

@@ -10,7 +10,7 @@ use dbio_core::driver::session_specs;
 use dbio_core::plan::RunPlan;
 use dbio_core::result::SessionTls;
 
-use crate::collector::{CollectorOptions, IoTiming, WindowCollector};
+use crate::collector::{CollectorOptions, IoTiming, Scope, WindowCollector};
 use crate::conn::Target;
 use crate::error::PgError;
 use crate::run::{self, LoopPlan, Preflight};
@@ -29,6 +29,9 @@ impl From<PgError> for BackendError {
 
 /// A PostgreSQL target, and what preflight and the sessions learned of it.
 pub struct PgBackend {
+    /// The target as given (a host list stays a list).
+    given: Target,
+    /// The target the run uses: for a host list, the one server preflight settled on.
     target: Target,
     pre: Option<Preflight>,
     /// track_io_timing is on in every session.
@@ -51,6 +54,7 @@ impl PgBackend {
 
     pub fn new(target: Target) -> PgBackend {
         PgBackend {
+            given: target.clone(),
             target,
             pre: None,
             io_timing: false,
@@ -67,6 +71,13 @@ impl PgBackend {
             .as_ref()
             .ok_or_else(|| BackendError::failed("the run's preflight has not run"))
     }
+}
+
+/// This process collects the server's figures: a run in one process, or the shard that
+/// `run.collector_shard` names.
+fn collects_server(plan: &RunPlan) -> bool {
+    let r = &plan.config().run;
+    r.shard().is_none_or(|s| s.index == r.collector_shard)
 }
 
 fn tls_of<'a>(tls: impl Iterator<Item = Option<&'a Negotiated>>) -> SessionTls {
@@ -123,14 +134,38 @@ impl Backend for PgBackend {
         // The previous run's preflight (a ramp's last step) holds the data set's lock: let
         // it go before this run takes it again.
         self.pre = None;
-        let pre = run::preflight(&self.target, config, &specs).await?;
+        // A host list is one server for the whole run: every session, the lock and the
+        // collector on the first that answers and fits target_session_attrs (seen: 3 of 4
+        // sessions on one server and the collector on the other, every database figure
+        // about a server the sessions did not use).
+        let mut notes = Vec::new();
+        self.target = self.given.clone();
+        if self.given.hosts.len() > 1 {
+            let (_, pinned) = self.given.connect_pinned("dbio-preflight").await?;
+            notes.push(format!(
+                "host list: every session and the collector use {} (the first server of the list that answered{})",
+                pinned.hosts.first().map(|h| h.describe()).unwrap_or_default(),
+                if self.given.session_attrs == crate::conn::SessionAttrs::Any {
+                    String::new()
+                } else {
+                    " and fits target_session_attrs".to_string()
+                }
+            ));
+            self.target = pinned;
+        }
+        let mut pre = run::preflight(&self.target, config, &specs).await?;
+        if self.given.hosts.len() > 1 {
+            pre.environment.target = self.given.redacted();
+            pre.environment.pinned_server = self.target.hosts.first().map(|h| h.describe());
+        }
+        notes.extend(pre.notes.iter().cloned());
         let facts = ServerFacts {
             block_size: pre.info.block_size,
             schema_names: names,
-            target: self.target.redacted(),
+            target: self.given.redacted(),
             environment: pre.environment.clone(),
             warnings: pre.warnings.clone(),
-            notes: pre.notes.clone(),
+            notes,
             describe: format!("PostgreSQL {}", pre.info.version),
             server_id: self.system_identifier().await,
         };
@@ -225,6 +260,10 @@ impl Backend for PgBackend {
         self.target.wait_ready(timeout).await
     }
 
+    fn shard_collector(&self) -> bool {
+        true
+    }
+
     async fn collector(&mut self, plan: &RunPlan) -> Result<WindowCollector, BackendError> {
         let pre = self.pre()?;
         let c = &plan.config().collector;
@@ -242,6 +281,12 @@ impl Backend for PgBackend {
             direct_io: pre.direct_io,
             sample_period: c.sample_period.0,
             backend_pids: self.backend_pids.clone(),
+            scope: if collects_server(plan) {
+                Scope::Server
+            } else {
+                Scope::Sessions
+            },
+            shard_of_many: plan.config().run.shard().is_some_and(|s| s.count > 1),
         };
         Ok(WindowCollector::connect(&self.target, opts).await?)
     }

@@ -11,6 +11,11 @@
 //! - Setup and teardown take the data set's key **exclusively** (try, never wait) on their
 //!   admin connection, so they are refused while any run holds it, and a run is refused
 //!   while they work.
+//! - A run id belongs to one run: a run in one process holds its run key **exclusively**, so
+//!   a second run given the same `--run-id` without `--shard` is refused (seen: two unrelated
+//!   runs under one id ran at once, each counting the other's work); the shards of one run
+//!   hold it shared, and each also holds its shard's own key exclusively, so one shard
+//!   cannot run twice.
 //! - The check-and-take of a run is serialized by a transaction-scoped admission key, so two
 //!   runs starting at the same moment do not both see each other and both give up.
 //!
@@ -20,6 +25,8 @@
 //! them as classid (dbio's namespace) and objid (the key), objsubid 2.
 
 use tokio_postgres::{Client, GenericClient};
+
+use dbio_core::config::Shard;
 
 use crate::conn::Target;
 use crate::error::{PgError, Result};
@@ -31,6 +38,7 @@ use crate::sql;
 const NS_DATA_SET: i32 = 0x6462_0001;
 const NS_ADMISSION: i32 = 0x6462_0002;
 const NS_RUN: i32 = 0x6462_0003;
+const NS_SHARD: i32 = 0x6462_0004;
 
 /// application_name of a run's lock connection: what a refused command names.
 pub const LOCK_APPLICATION_NAME: &str = "dbio-lock";
@@ -79,12 +87,16 @@ impl Holder {
     /// `pid 1234 (application_name dbio-lock, user bob, client 10.0.0.5, connected since
     /// 2026-12-01 12:00:00 UTC)`; what this role may not see is said so.
     pub fn describe(&self) -> String {
-        let hidden = "not visible to this role without pg_read_all_stats";
-        let what = if self.mode.contains("Exclusive") {
+        self.describe_as(if self.mode.contains("Exclusive") {
             "setup or teardown"
         } else {
             "a run"
-        };
+        })
+    }
+
+    /// As [`Holder::describe`], for a key only runs take (a run id's, a shard's).
+    pub fn describe_as(&self, what: &str) -> String {
+        let hidden = "not visible to this role without pg_read_all_stats";
         format!(
             "pid {} ({what}: application_name {}, user {}, client {}, connected since {})",
             self.pid,
@@ -117,11 +129,18 @@ pub async fn data_set_ids(client: &Client, names: &[String]) -> Result<Vec<Strin
 }
 
 async fn holders<C: GenericClient>(client: &C, id: &str, run_key: i32) -> Result<Vec<Holder>> {
+    holders_of(client, NS_DATA_SET, key_of(id), run_key).await
+}
+
+/// The backends holding key (`ns`, `key`), each said to be of run `run_key` or not.
+async fn holders_of<C: GenericClient>(
+    client: &C,
+    ns: i32,
+    key: i32,
+    run_key: i32,
+) -> Result<Vec<Holder>> {
     let rows = client
-        .query(
-            sql::LOCK_HOLDERS,
-            &[&NS_DATA_SET, &key_of(id), &NS_RUN, &run_key],
-        )
+        .query(sql::LOCK_HOLDERS, &[&ns, &key, &NS_RUN, &run_key])
         .await
         .map_err(|e| PgError::from_db("reading who holds the data set (pg_locks)", &e))?;
     rows.iter()
@@ -228,9 +247,15 @@ impl RunLock {
 }
 
 /// Takes the data set of schemas `names` for a run of id `run_id` (a fresh id per run; the
-/// shards of one coordinated run pass the same id, which is the hook for them): refused
-/// while setup or teardown hold it, or while a run of another id holds it, naming the holder.
-pub async fn for_run(target: &Target, names: &[String], run_id: &str) -> Result<RunLock> {
+/// shards of one coordinated run pass the same id and their `shard`): refused while setup or
+/// teardown hold it, while a run of another id holds it, while another run in one process
+/// holds this run id, or while this shard already runs, naming the holder.
+pub async fn for_run(
+    target: &Target,
+    names: &[String],
+    run_id: &str,
+    shard: Option<Shard>,
+) -> Result<RunLock> {
     let mut client = target.connect(LOCK_APPLICATION_NAME).await?;
     let ids = data_set_ids(&client, names).await?;
     if ids.is_empty() {
@@ -247,6 +272,12 @@ pub async fn for_run(target: &Target, names: &[String], run_id: &str) -> Result<
             .await
             .map_err(|e| PgError::from_db("waiting for the data set's admission lock", &e))?;
     }
+    if let Some(refused) = take_run_key(&tx, run_id, run_key, shard).await? {
+        // Closing the connection releases whatever it took.
+        drop(tx);
+        drop(client);
+        return Err(refused);
+    }
     let mut refusal = None;
     for id in &ids {
         let row = tx
@@ -260,9 +291,6 @@ pub async fn for_run(target: &Target, names: &[String], run_id: &str) -> Result<
             refusal = Some(holders(&tx, id, run_key).await?);
             break;
         }
-        tx.query_one(sql::TRY_LOCK_SHARED, &[&NS_RUN, &run_key])
-            .await
-            .map_err(|e| PgError::from_db("taking the run's lock", &e))?;
         let others: Vec<Holder> = holders(&tx, id, run_key)
             .await?
             .into_iter()
@@ -291,6 +319,77 @@ pub async fn for_run(target: &Target, names: &[String], run_id: &str) -> Result<
         run_id: run_id.to_string(),
         ids,
     })
+}
+
+/// Takes the run id's key: exclusively for a run in one process, shared by the shards of one
+/// run, each of which also takes its own shard's key exclusively. The refusal, naming the
+/// holder, when another run has them.
+async fn take_run_key<C: GenericClient>(
+    tx: &C,
+    run_id: &str,
+    run_key: i32,
+    shard: Option<Shard>,
+) -> Result<Option<PgError>> {
+    let what = "taking the run id's lock";
+    let try_lock = |sql: &'static str, ns: i32, key: i32| async move {
+        let row = tx
+            .query_one(sql, &[&ns, &key])
+            .await
+            .map_err(|e| PgError::from_db(what, &e))?;
+        row.try_get::<_, bool>(0)
+            .map_err(|e| PgError::from_db(what, &e))
+    };
+    let refused = |holders: Vec<Holder>, message: String, hint: &str| {
+        let mut named: Vec<String> = holders.iter().map(|h| h.describe_as("a run")).collect();
+        if named.is_empty() {
+            named.push("another session, which released it just now".into());
+        }
+        PgError::Refused {
+            context: "run: the run id is in use".to_string(),
+            message: format!(
+                "{message}: held by {}; nothing was changed",
+                named.join("; ")
+            ),
+            hint: Some(hint.to_string()),
+        }
+    };
+    match shard {
+        None => {
+            if try_lock(sql::TRY_LOCK_EXCLUSIVE, NS_RUN, run_key).await? {
+                return Ok(None);
+            }
+            let found = holders_of(tx, NS_RUN, run_key, run_key).await?;
+            Ok(Some(refused(
+                found,
+                format!("another run holds run id {run_id:?}"),
+                "a run id belongs to one run: give this run another --run-id (or none); the processes of one \
+                 coordinated run pass --shard I/N as well as the same --run-id",
+            )))
+        }
+        Some(s) => {
+            if !try_lock(sql::TRY_LOCK_SHARED, NS_RUN, run_key).await? {
+                let found = holders_of(tx, NS_RUN, run_key, run_key).await?;
+                return Ok(Some(refused(
+                    found,
+                    format!("a run in one process (no --shard) holds run id {run_id:?}"),
+                    "give the shards of this run another --run-id",
+                )));
+            }
+            let shard_key = key_of(&format!("{run_id}/{}", s.index));
+            if try_lock(sql::TRY_LOCK_EXCLUSIVE, NS_SHARD, shard_key).await? {
+                return Ok(None);
+            }
+            let found = holders_of(tx, NS_SHARD, shard_key, run_key).await?;
+            Ok(Some(refused(
+                found,
+                format!(
+                    "shard {}/{} of run {run_id:?} is already running",
+                    s.index, s.count
+                ),
+                "each shard of a run runs once: give every process its own --shard index",
+            )))
+        }
+    }
 }
 
 impl Drop for RunLock {

@@ -57,7 +57,8 @@ pub async fn preflight(
         .run_id
         .clone()
         .unwrap_or_else(crate::lock::fresh_run_id);
-    let lock = crate::lock::for_run(target, &plan.schema_names(), &run_id).await?;
+    let lock =
+        crate::lock::for_run(target, &plan.schema_names(), &run_id, config.run.shard()).await?;
     verify_data_set(&client, &plan, config.run.vacuum, &mut warnings, &mut notes).await?;
     let used: Vec<String> = specs
         .iter()
@@ -115,11 +116,28 @@ pub async fn preflight(
         .iter()
         .map(|r| (r.get::<_, String>(0), r.get::<_, Option<String>>(1)))
         .collect();
+    // The sessions turn track_io_timing on for themselves when the role may (superuser,
+    // or on 15+ GRANT SET ON PARAMETER): only a role that may not is warned (seen: "the
+    // database cannot time its reads" on runs that reported the latency dbio had it time).
     if !info.track_io_timing {
-        warnings.push(
-            "track_io_timing is off: the database cannot time its reads; set track_io_timing = on"
-                .into(),
-        );
+        let rights = crate::rights::RoleRights::read(&client, info.major()).await?;
+        if rights.superuser || rights.set_track_io_timing == Some(true) {
+            notes.push(
+                "track_io_timing is off on the server; dbio's sessions turn it on for themselves (SET track_io_timing = on)"
+                    .into(),
+            );
+        } else {
+            warnings.push(format!(
+                "track_io_timing is off and role `{}` may not turn it on: the database cannot time its reads; \
+                 set track_io_timing = on on the server{}",
+                target.user,
+                if info.major() >= 15 {
+                    format!(", or GRANT SET ON PARAMETER track_io_timing TO {}", target.user)
+                } else {
+                    String::new()
+                }
+            ));
+        }
     }
     let direct_io = info.direct_io;
     // The server's RAM decides whether the page cache can hold the data set: read from the
@@ -146,6 +164,7 @@ pub async fn preflight(
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
         target: target.redacted(),
+        pinned_server: None,
         server_version: info.version.clone(),
         server_version_num: info.version_num as i64,
         settings,

@@ -57,6 +57,9 @@ impl PgSession {
             &[INT8, INT8, TEXT],
         )
         .map_err(|e| failed(format!("preparing the update of {schema}"), e))?;
+        // The settings' and prepares' transactions are published now, before the "before"
+        // snapshot, so the window's commits are the operations'.
+        flush_stats(&mut conn, opts.major);
         Ok(PgSession {
             conn,
             major: opts.major,
@@ -188,6 +191,7 @@ impl PgLoopSession {
             .map_err(|e| {
                 failure(application_name)(format!("creating the loop procedure for {schema}"), e)
             })?;
+        flush_stats(&mut conn, opts.major);
         Ok(PgLoopSession {
             conn,
             call,
@@ -363,6 +367,6 @@ fn closer(conn: &WireConn) -> Option<Canceller> {
 /// call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
 fn flush_stats(conn: &mut WireConn, major: i32) {
     if major >= 15 {
-        let _ = conn.simple("SELECT pg_stat_force_next_flush()");
+        let _ = conn.simple(sql::FORCE_FLUSH);
     }
 }

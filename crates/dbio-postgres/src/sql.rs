@@ -136,6 +136,18 @@ pub fn vacuum_freeze_analyze(schema: &str) -> String {
 
 pub const CHECKPOINT: &str = "CHECKPOINT";
 
+/// Transactions one `Client::query` of a statement text commits: tokio-postgres prepares an
+/// unnamed statement (Parse, Sync) and then runs it (Bind, Execute, Sync), and each Sync
+/// outside a transaction block ends an implicit transaction (measured: 107 samples and
+/// /proc reads of a sampler added 214 to xact_commit). `batch_execute` (one simple query)
+/// commits one.
+pub const QUERY_TRANSACTIONS: u64 = 2;
+
+/// 15+: publishes this backend's pending statistics when the statement ends, before the
+/// reply (pgstat_report_stat runs ahead of ReadyForQuery), so a snapshot taken after it
+/// counts them (pg-stats §4).
+pub const FORCE_FLUSH: &str = "SELECT pg_stat_force_next_flush()";
+
 /// Server facts every command needs: version, block size, shared_buffers in bytes, whether we
 /// are superuser, the database name.
 pub const SERVER_INFO: &str = "SELECT current_setting('server_version_num')::int, \
@@ -215,13 +227,20 @@ pub fn relation_sizes(schema: &str) -> String {
     )
 }
 
-/// Rows and distinct heap blocks (the block number is the first half of a ctid).
+/// Rows, distinct heap blocks (the block number is the first half of a ctid), and the
+/// correlation of the key with the block order over the whole table.
 pub fn rows_and_blocks(schema: &str) -> String {
     format!(
-        "SELECT count(*), count(DISTINCT (ctid::text::point)[0]) FROM {}.{TABLE}",
+        "SELECT count(*), count(DISTINCT (ctid::text::point)[0]), \
+         corr(custid::float8, (ctid::text::point)[0]) FROM {}.{TABLE}",
         quote_ident(schema)
     )
 }
+
+/// The correlation of cf1.custid with the physical order, as the last ANALYZE found it
+/// (pg_stats, readable for a table the role may SELECT; `$1` the schema).
+pub const KEY_CORRELATION: &str = "SELECT correlation::float8 FROM pg_stats \
+     WHERE schemaname = $1 AND tablename = 'cf1' AND attname = 'custid'";
 
 /// Catalog state of the table and index: pages, all-visible pages, analyzed, index valid.
 pub const TABLE_STATE: &str = "SELECT c.relpages::bigint, c.relallvisible::bigint, \
@@ -393,14 +412,6 @@ pub const FREE_CONNECTIONS: &str = "SELECT current_setting('max_connections')::i
 /// used, not free.
 pub const INVISIBLE_BACKENDS: &str = "SELECT count(*)::int FROM pg_stat_activity \
      WHERE backend_type IS NULL AND datid IS NOT NULL";
-
-/// EXPLAIN of the read with literal bounds, to see that the index is used.
-pub fn explain_read(schema: &str, lo: u64, hi: u64) -> String {
-    format!(
-        "EXPLAIN (FORMAT JSON) SELECT count(c2) FROM {}.{TABLE} WHERE custid BETWEEN {lo} AND {hi}",
-        quote_ident(schema)
-    )
-}
 
 /// Where each named schema's `cf1` really is and how big it is with its indexes: the
 /// tablespace from pg_class.reltablespace (0 is the database's default, pg_database

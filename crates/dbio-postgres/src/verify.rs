@@ -19,6 +19,11 @@
 //!   moved to after the server's clock just before it (not vacuum_count: 13/14 publish an
 //!   earlier VACUUM late); a skipped one (the role does not own the table) is a warning naming the owner:
 //!   measuring is still meaningful, but reads may set hint bits and prune.
+//! - **order**: the keys' physical order (pg_stats.correlation of cf1.custid, from ANALYZE):
+//!   the SLOB method loads keys in a random order, so a range of keys touches blocks all
+//!   over the table (correlation near 0). A table put in key order (CLUSTER, or a load in
+//!   order: correlation near 1) reads its range as neighbouring blocks, which read-ahead and
+//!   the device merge: refused (seen: a CLUSTER-ed data set measured as random reads).
 //! - **plan**: the reader's statement is prepared as the sessions prepare it, under their
 //!   settings (`plan_cache_mode = force_generic_plan` and `run.read_path`'s steering), and
 //!   `EXPLAIN EXECUTE` shows its generic plan; a plan whose table scan is not the one
@@ -37,6 +42,39 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 use crate::error::{PgError, Result};
 use crate::marker::{self, Ownership, col};
 use crate::{maintenance, sql};
+
+/// Beyond this |correlation| of custid with the physical order, the keys are not in a
+/// random order. A random order of n keys has a correlation of about 1/sqrt(n): under 0.13
+/// at the smallest scale (64 blocks), so 0.5 is four of its standard deviations there.
+pub const MAX_KEY_CORRELATION: f64 = 0.5;
+
+/// Refuses keys in (or near) their physical order: `correlation` is pg_stats's, or the
+/// exact one over the whole table; `how` names which.
+pub fn judge_order(correlation: f64, how: &str) -> std::result::Result<(), String> {
+    if correlation.abs() <= MAX_KEY_CORRELATION {
+        return Ok(());
+    }
+    Err(format!(
+        "its keys are in their physical order (correlation of custid with the block order {correlation:.2}, {how}; \
+         a SLOB data set's is near 0): a range of keys reads neighbouring blocks, which read-ahead and the device merge, \
+         so the run would not measure random reads. It was reordered outside dbio (CLUSTER, VACUUM FULL after an \
+         ordered copy); rebuild it with `dbio setup --force`"
+    ))
+}
+
+/// pg_stats.correlation of `schema`.cf1.custid (from the last ANALYZE); None without
+/// statistics.
+async fn key_correlation(client: &Client, schema: &str) -> Result<Option<f64>> {
+    let what = format!("the key order of {schema}.cf1 (pg_stats)");
+    let row = client
+        .query_opt(sql::KEY_CORRELATION, &[&schema])
+        .await
+        .map_err(|e| PgError::from_db(format!("reading {what}"), &e))?;
+    match row {
+        Some(r) => col::<Option<f64>>(&r, 0, &what),
+        None => Ok(None),
+    }
+}
 
 /// Rows by reltuples below this share of the scale: rows were deleted outside dbio. VACUUM
 /// counts the rows of every page it scans and ANALYZE samples whole pages, so with one row per
@@ -120,6 +158,10 @@ pub async fn data_set(
                     }
                 ));
             }
+        }
+        if let Some(c) = key_correlation(client, name).await? {
+            judge_order(c, "pg_stats.correlation, from the last ANALYZE")
+                .map_err(|e| refuse(name, e))?;
         }
         tables.push(facts);
     }
@@ -304,6 +346,59 @@ fn judge_plan(
     }
 }
 
+/// The generic plan of the sessions' read on `schema`.cf1 (prepared as they prepare it,
+/// under their settings, `EXPLAIN EXECUTE` over `work_unit` keys): its nodes, outermost
+/// first, and the node that reads the table; or why it is not the path asked for.
+pub async fn read_plan(
+    client: &Client,
+    schema: &str,
+    path: ReadPath,
+    work_unit: u64,
+) -> Result<std::result::Result<(Vec<String>, String), String>> {
+    let what = format!("explaining the read of {schema}.cf1");
+    client
+        .batch_execute(&sql::prepare_verify_read(schema, path))
+        .await
+        .map_err(|e| PgError::from_db(&what, &e))?;
+    let explained = client
+        .simple_query(&sql::explain_verify_read(work_unit))
+        .await;
+    // Rolled back and deallocated whatever the EXPLAIN said: the SET LOCALs end with it.
+    let cleaned = client.batch_execute(sql::DEALLOCATE_VERIFY_READ).await;
+    let text: String = explained
+        .map_err(|e| PgError::from_db(&what, &e))?
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    cleaned.map_err(|e| PgError::from_db(&what, &e))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| PgError::Failed {
+        context: what.clone(),
+        message: format!("EXPLAIN's JSON could not be read: {e}"),
+        hint: None,
+    })?;
+    let (nodes, scan, uses_index) = plan_nodes(&json);
+    Ok(match judge_plan(path, scan.as_deref(), uses_index) {
+        Ok(()) => Ok((nodes, scan.unwrap_or_default())),
+        Err(why) => Err(format!(
+            "the reader's plan on {schema}.cf1 is `{}` (the generic plan of the prepared read, EXPLAIN EXECUTE): {why}, \
+             not the {} that run.read_path {} asks for. Look for enable_indexscan, enable_bitmapscan, enable_seqscan or \
+             random_page_cost in the DSN's options and in ALTER ROLE/DATABASE ... SET, then ANALYZE {}.cf1; or choose \
+             the other path (--read-path {})",
+            nodes.join(" > "),
+            path.scan_node(),
+            path.as_str(),
+            sql::quote_ident(schema),
+            match path {
+                ReadPath::Index => "bitmap",
+                ReadPath::Bitmap => "index",
+            }
+        )),
+    })
+}
+
 async fn verify_plan(
     client: &Client,
     used: &[String],
@@ -312,49 +407,11 @@ async fn verify_plan(
 ) -> Result<ReadPathInfo> {
     let mut shown: Option<(Vec<String>, String)> = None;
     for schema in used {
-        let what = format!("explaining the read of {schema}.cf1");
-        client
-            .batch_execute(&sql::prepare_verify_read(schema, path))
-            .await
-            .map_err(|e| PgError::from_db(&what, &e))?;
-        let explained = client
-            .simple_query(&sql::explain_verify_read(work_unit))
-            .await;
-        // Rolled back and deallocated whatever the EXPLAIN said: the SET LOCALs end with it.
-        let cleaned = client.batch_execute(sql::DEALLOCATE_VERIFY_READ).await;
-        let text: String = explained
-            .map_err(|e| PgError::from_db(&what, &e))?
-            .iter()
-            .filter_map(|m| match m {
-                SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-                _ => None,
-            })
-            .collect();
-        cleaned.map_err(|e| PgError::from_db(&what, &e))?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| PgError::Failed {
-            context: what.clone(),
-            message: format!("EXPLAIN's JSON could not be read: {e}"),
-            hint: None,
-        })?;
-        let (nodes, scan, uses_index) = plan_nodes(&json);
-        if let Err(why) = judge_plan(path, scan.as_deref(), uses_index) {
-            return Err(PgError::Usage(format!(
-                "the reader's plan on {schema}.cf1 is `{}` (the generic plan of the prepared read, EXPLAIN EXECUTE): {why}, \
-                 not the {} that run.read_path {} asks for. Look for enable_indexscan, enable_bitmapscan, enable_seqscan or \
-                 random_page_cost in the DSN's options and in ALTER ROLE/DATABASE ... SET, then ANALYZE {}.cf1; or choose \
-                 the other path (--read-path {})",
-                nodes.join(" > "),
-                path.scan_node(),
-                path.as_str(),
-                sql::quote_ident(schema),
-                match path {
-                    ReadPath::Index => "bitmap",
-                    ReadPath::Bitmap => "index",
-                }
-            )));
-        }
+        let plan = read_plan(client, schema, path, work_unit)
+            .await?
+            .map_err(PgError::Usage)?;
         if shown.is_none() {
-            shown = Some((nodes, scan.unwrap_or_default()));
+            shown = Some(plan);
         }
     }
     let names: Vec<String> = ["io_method", "effective_io_concurrency", "io_combine_limit"]

@@ -113,5 +113,24 @@ pub fn compare_at(
             (Some(d), Some(r)) if r > 0.0 => Some(d / r),
             _ => None,
         },
+        device: device_number(std::path::Path::new(&c.path)),
+        block_bytes: Some(c.block_bytes),
+        write_pct: Some(c.write_pct),
     })
+}
+
+/// `major:minor` of the device a path is (a block device) or is on (a file), as
+/// /proc/self/mountinfo and /proc/diskstats name it; None when the path cannot be read.
+fn device_number(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    let dev = if m.file_type().is_block_device() {
+        m.rdev()
+    } else {
+        m.dev()
+    };
+    // Linux's dev_t layout (glibc gnu_dev_major / gnu_dev_minor).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    Some(format!("{major}:{minor}"))
 }

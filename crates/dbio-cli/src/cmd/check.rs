@@ -23,11 +23,19 @@ pub(super) async fn check_cmd(
     let ask = data_ask(common, data, &config)?;
     discover(&mut config, &ask, &target, quiet).await?;
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
-    let report = interruptible(check::check(&target, &plan), "check").await?;
+    let report = interruptible(check::check(&target, &plan, read_shape(&config)), "check").await?;
     print!("{}", report.render_text());
     // What a run as this role will lack, and the GRANT for each (same list as the run's).
     if let Ok(missing) = dbio_postgres::rights::missing_rights_of(&target).await {
         print!("{}", dbio_core::report::render_missing_rights(&missing));
     }
     Ok(if report.ok() { 0 } else { 1 })
+}
+
+/// How a run of `config` reads, for check to verify the same plan.
+pub(super) fn read_shape(config: &dbio_core::Config) -> check::ReadShape {
+    check::ReadShape {
+        path: config.run.read_path,
+        work_unit: config.run.work_unit,
+    }
 }

@@ -99,7 +99,11 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     println!("== data set ==");
     print!("{}", summary.render_text());
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
-    let report = interruptible(check::check(target, &plan), "check").await?;
+    let report = interruptible(
+        check::check(target, &plan, super::check::read_shape(config)),
+        "check",
+    )
+    .await?;
     println!("== check ==");
     print!("{}", report.render_text());
     if !report.ok() {

@@ -83,7 +83,9 @@ fn combine_tls(parts: Vec<Option<SessionTls>>) -> Option<SessionTls> {
     })
 }
 
-/// Every target's collector, in target order (none when this shard does not collect).
+/// Every target's collector, in target order. A shard that does not collect the server's
+/// figures still samples its own sessions where the backend can (their waits and physical
+/// reads, which `dbio merge` sums over the shards); otherwise it has none.
 async fn collectors<B: Backend>(
     backends: &mut [B],
     plan: &RunPlan,
@@ -92,7 +94,7 @@ async fn collectors<B: Backend>(
     interrupts: &Interrupts,
 ) -> Result<Vec<B::Collector>, BackendError> {
     let mut out = Vec::new();
-    if !collects {
+    if !collects && !backends.iter().all(|b| b.shard_collector()) {
         return Ok(out);
     }
     for (t, b) in backends.iter_mut().enumerate() {
@@ -112,10 +114,11 @@ fn on_target(facts: &[ServerFacts], t: usize, e: BackendError) -> BackendError {
     }
 }
 
-/// Waits for the run's start instant, if it has one (interruptible); a warning when it had
-/// already passed.
+/// Waits until `early` before the run's start instant, if it has one (interruptible); a
+/// warning when the instant had already passed.
 async fn wait_for_start(
     start_at: Option<chrono::DateTime<chrono::Utc>>,
+    early: std::time::Duration,
     interrupts: &Interrupts,
     output: &Output<'_>,
     warnings: &mut Vec<String>,
@@ -136,16 +139,58 @@ async fn wait_for_start(
         output.note(&format!(
             "run: sessions ready; starting at {at} (in {wait_s:.1} s)"
         ));
-        interruptible(
-            async {
-                tokio::time::sleep(std::time::Duration::from_secs_f64(wait_s)).await;
-                Ok(())
-            },
-            interrupts,
-        )
-        .await?;
     }
-    Ok(())
+    sleep_until(at - early, interrupts).await
+}
+
+/// Sleeps until `at` (at once when it has passed); the first interrupt ends the run.
+async fn sleep_until(
+    at: chrono::DateTime<chrono::Utc>,
+    interrupts: &Interrupts,
+) -> Result<(), BackendError> {
+    let wait_s = (at - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0;
+    if wait_s <= 0.0 {
+        return Ok(());
+    }
+    interruptible(
+        async {
+            tokio::time::sleep(std::time::Duration::from_secs_f64(wait_s)).await;
+            Ok(())
+        },
+        interrupts,
+    )
+    .await
+}
+
+/// The shards of one run start their windows at `start_at` within milliseconds: without a
+/// warm-up, the collectors take their "before" snapshot (`SNAPSHOT_LEAD`) ahead of the
+/// instant, not after it (seen: the collecting shard began its window 45-184 ms after the
+/// others). Returns what `begin` said, for the driver to act on at the window. With a
+/// warm-up, the driver ends the warm-up early instead (`DriveConfig::snapshot_lead`).
+async fn begin_ahead_of<C: WindowCollector>(
+    start_at: Option<chrono::DateTime<chrono::Utc>>,
+    warmup: std::time::Duration,
+    collectors: &mut [C],
+    interrupts: &Interrupts,
+    output: &Output<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Result<(), String>>, BackendError> {
+    let ahead = start_at.is_some() && warmup.is_zero() && !collectors.is_empty();
+    let lead = if ahead {
+        crate::driver::SNAPSHOT_LEAD
+    } else {
+        std::time::Duration::ZERO
+    };
+    wait_for_start(start_at, lead, interrupts, output, warnings).await?;
+    let Some(at) = start_at.filter(|_| ahead) else {
+        return Ok(None);
+    };
+    let begun = tokio::select! {
+        r = begin_all(collectors) => r,
+        by = interrupts.clone().reached(1) => Err(format!("interrupted by {by}")),
+    };
+    sleep_until(at, interrupts).await?;
+    Ok(Some(begun))
 }
 
 /// Every target's sessions opened by `$open` (`open_sessions` or `open_loop_sessions`: the
@@ -298,14 +343,27 @@ pub async fn run<B: Backend>(
         SessionLoop::Client => {
             let sessions = open_all!(backends, plan, facts, interrupts, tls, open_sessions);
             let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
-            wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
+            let begun = begin_ahead_of(
+                start_at,
+                plan.drive().warmup,
+                &mut collectors,
+                &interrupts,
+                output,
+                &mut warnings,
+            )
+            .await?;
             output.note(&format!("run: {sessions_n} sessions ready; measuring"));
             let outcome = drive(
                 sessions,
                 plan.drive(),
                 interrupts.clone(),
                 |p| output.note(&progress_line(p)),
-                || begin_all(&mut collectors),
+                || async {
+                    match begun {
+                        Some(r) => r,
+                        None => begin_all(&mut collectors).await,
+                    }
+                },
             )
             .await;
             (outcome, collectors)
@@ -313,7 +371,15 @@ pub async fn run<B: Backend>(
         SessionLoop::Server => {
             let sessions = open_all!(backends, plan, facts, interrupts, tls, open_loop_sessions);
             let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
-            wait_for_start(start_at, &interrupts, output, &mut warnings).await?;
+            let begun = begin_ahead_of(
+                start_at,
+                std::time::Duration::ZERO,
+                &mut collectors,
+                &interrupts,
+                output,
+                &mut warnings,
+            )
+            .await?;
             output.note(&format!(
                 "run: {sessions_n} sessions ready; each runs its loop inside the database for {} (engine server: no live progress)",
                 r.run_time
@@ -323,7 +389,12 @@ pub async fn run<B: Backend>(
                 plan.run_time(),
                 plan.drive().grace,
                 interrupts.clone(),
-                || begin_all(&mut collectors),
+                || async {
+                    match begun {
+                        Some(r) => r,
+                        None => begin_all(&mut collectors).await,
+                    }
+                },
             )
             .await;
             warnings.push(
@@ -339,12 +410,15 @@ pub async fn run<B: Backend>(
     // The database's counters cover the window until the last session stopped.
     let db_window_s = outcome.db_window_s;
     // A second interrupt means "now": the result is written without the "after" snapshot.
-    let collected: Vec<WindowFigures> = if collectors.is_empty() {
-        vec![WindowFigures::skipped(format!(
+    if !collects {
+        warnings.push(format!(
             "shard {}: the database's figures are collected by shard {} of this run; `dbio merge` takes them from it",
             r.shard.as_deref().unwrap_or(""),
             r.collector_shard
-        ))]
+        ));
+    }
+    let collected: Vec<WindowFigures> = if collectors.is_empty() {
+        vec![WindowFigures::default()]
     } else {
         let n = collectors.len();
         tokio::select! {
@@ -413,11 +487,18 @@ pub async fn run<B: Backend>(
         }
         None
     } else {
-        calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency))
+        let c = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
+        let writes = r.writers > 0 || r.update_pct > 0;
+        warnings.extend(
+            c.as_ref()
+                .and_then(|c| c.mismatch(device.as_ref(), plan.block_size(), writes)),
+        );
+        c
     };
     let by_target = std::mem::take(&mut outcome.by_target);
     let mut result = RunResult::build(
         RunContext {
+            other_shards: shard.is_some_and(|s| s.count > 1),
             config: plan.config().clone(),
             environment,
             warnings,

@@ -19,6 +19,8 @@ pub(super) struct SessionCtx {
     pub(super) live: Arc<Live>,
     pub(super) arrivals: Arc<Arrivals>,
     pub(super) warmup: Duration,
+    /// The warm-up ends this much before `warmup` is over (`DriveConfig::snapshot_lead`).
+    pub(super) lead: Duration,
     pub(super) on_error: OnError,
 }
 
@@ -165,7 +167,7 @@ pub(super) fn session_loop<S: Session>(
     // Warm-up: the same operations, not measured; then publish the statistics so the
     // "before" snapshot sees them.
     if !ctx.warmup.is_zero() {
-        let warm_end = go + ctx.warmup;
+        let warm_end = go + ctx.warmup.saturating_sub(ctx.lead);
         runner.deadline = Some(warm_end);
         while !ctx.shared.stopped() && Instant::now() < warm_end {
             let Some(done) = runner.next() else {
@@ -211,10 +213,12 @@ pub(super) fn session_loop<S: Session>(
             continue;
         };
         let k = done.kind.index();
-        if timeline.end.is_some_and(|end| done.t1 > end) {
+        if let Some(end) = timeline.end.filter(|end| done.t1 > *end) {
             // In flight at the window's end (cancelled there, or it finished late): neither
-            // an operation of the window nor an error.
+            // an operation of the window nor an error; how long it had been running then is
+            // kept, so that a stall is named rather than dropped.
             outcome.past_window[k] += 1;
+            outcome.in_flight_at_end_s = Some(end.saturating_duration_since(done.t0).as_secs_f64());
             break;
         }
         match done.result {

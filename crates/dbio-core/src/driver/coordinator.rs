@@ -206,6 +206,7 @@ where
             live,
             arrivals: Arc::clone(&arrivals),
             warmup: cfg.warmup,
+            lead: cfg.snapshot_lead,
             on_error: cfg.on_error,
         };
         let tx = done_tx.clone();
@@ -277,6 +278,14 @@ where
                 RunStatus::Failed
             };
             shared.stop(status, e);
+        }
+    }
+    // Shards released at one instant open their windows at one instant too, `warmup`
+    // after it: the warm-up ended `snapshot_lead` early to leave the snapshot its time.
+    if !shared.stopped() && !cfg.snapshot_lead.is_zero() && !cfg.warmup.is_zero() {
+        tokio::select! {
+            _ = tokio::time::sleep_until((released + cfg.warmup).into()) => {}
+            by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
         }
     }
     if shared.stopped() {

@@ -52,7 +52,21 @@ pub struct DriveConfig {
     /// How long sessions get to answer once the run is ending (cancel requests sent, or the
     /// window over) before their connections are shut down and they are counted lost.
     pub grace: Duration,
+    /// The shards of one run open their windows at one instant, `warmup` after their common
+    /// release: each session ends its warm-up this much earlier, so that the collector's
+    /// "before" snapshot fits between the warm-up's end and that instant (zero: the window
+    /// opens as soon as the snapshot is taken).
+    pub snapshot_lead: Duration,
 }
+
+/// How much earlier than the window a shard's warm-up ends (`DriveConfig::snapshot_lead`):
+/// the collector's "before" snapshot took 45-184 ms on a busy host; half the warm-up at most.
+pub fn snapshot_lead(warmup: Duration) -> Duration {
+    SNAPSHOT_LEAD.min(warmup / 2)
+}
+
+/// The time the collector's "before" snapshot is given ahead of a shard's window.
+pub const SNAPSHOT_LEAD: Duration = Duration::from_secs(1);
 
 /// The grace a run's sessions get by default: a cancelled statement returns in
 /// milliseconds, so seconds only pass when the server has stopped answering.
@@ -131,6 +145,7 @@ mod tests {
             on_error: OnError::Abort,
             seed: 1,
             grace: STOP_GRACE,
+            snapshot_lead: Duration::ZERO,
         }
     }
 

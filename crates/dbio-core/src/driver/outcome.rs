@@ -86,6 +86,10 @@ pub struct SessionOutcome {
     /// per kind: not counted anywhere.
     #[serde(default)]
     pub past_window: [u64; 2],
+    /// How long the operation in flight when the window ended had been running then, in s
+    /// (null when none was): one stalled past [`crate::result::STALL_S`] is flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_at_end_s: Option<f64>,
     pub errors: [u64; 2],
     pub rows: [u64; 2],
     pub first_error: Option<SessionError>,
@@ -110,6 +114,7 @@ impl SessionOutcome {
             end: None,
             ops: [0; 2],
             past_window: [0; 2],
+            in_flight_at_end_s: None,
             errors: [0; 2],
             rows: [0; 2],
             first_error: None,

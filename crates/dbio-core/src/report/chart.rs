@@ -3,9 +3,9 @@
 //! decade gets a log axis), round ticks that never overlap, one polyline per series drawn in
 //! the order of its points (a ramp's order), a label on every point, error bars (±1 sd
 //! across repeats) and a legend. Each circle carries a <title> with its values. A point whose
-//! step the OS page cache served (device reads under half the database's reads) is drawn
-//! hollow, labelled `cache`, and the panel says what that means, so memory speed is never
-//! read as storage I/O. No fonts or scripts are fetched, so the files work offline and inline
+//! step the OS page cache served (device reads, or the backends' own storage reads, under half
+//! of what was read) is drawn hollow, labelled `cache`, and the panel says what that means,
+//! so memory speed is never read as storage I/O. No fonts or scripts are fetched, so the files work offline and inline
 //! in report.html.
 
 use std::fmt::Write as _;
@@ -28,10 +28,15 @@ pub struct Series {
 /// the database's reads reached the device.
 pub const CACHE_SERVED_BELOW: f64 = 0.5;
 
-/// Was a step served from the page cache? Only when its ratio is known and under
-/// [`CACHE_SERVED_BELOW`]; an unknown ratio (remote server, tmpfs) is not a verdict.
-pub fn cache_served(physical_read_ratio: Option<f64>) -> bool {
-    physical_read_ratio.is_some_and(|r| r < CACHE_SERVED_BELOW)
+/// Was a step served from the page cache? When either ratio is known and under
+/// [`CACHE_SERVED_BELOW`]: the device's (device reads / database reads) or the backends' own
+/// (bytes they fetched from storage / bytes they read), which still tells where the device
+/// figure is missing (tmpfs, no rights) or shared by several targets; unknown ratios are not
+/// a verdict.
+pub fn cache_served(device_ratio: Option<f64>, backends_ratio: Option<f64>) -> bool {
+    [device_ratio, backends_ratio]
+        .iter()
+        .any(|r| r.is_some_and(|r| r < CACHE_SERVED_BELOW))
 }
 
 impl Series {
@@ -567,7 +572,10 @@ mod tests {
     fn cache_served_points_are_hollow_labelled_and_explained() {
         let mut s = Series::new("DB read IOPS", vec![(1.0, 200_000.0), (2.0, 5_000.0)]);
         s.labels = vec!["1".into(), "2".into()];
-        s.cache_served = vec![cache_served(Some(0.01)), cache_served(Some(0.95))];
+        s.cache_served = vec![
+            cache_served(Some(0.01), None),
+            cache_served(Some(0.95), None),
+        ];
         let svg = render_svg(&Chart {
             title: "t".into(),
             x_label: "readers".into(),
@@ -582,7 +590,10 @@ mod tests {
         assert!(svg.contains("not device I/O"), "{svg}");
         assert!(svg.contains(r#"class="cache-note""#), "{svg}");
         // Unknown is no verdict; nothing cached, no note.
-        assert!(!cache_served(None));
+        assert!(!cache_served(None, None));
+        // No device figure: the backends' own reads still tell.
+        assert!(cache_served(None, Some(0.02)));
+        assert!(!cache_served(None, Some(0.98)));
         let plain = render_svg(&Chart {
             series: vec![Series::new("x", vec![(1.0, 1.0)])],
             ..Chart::default()

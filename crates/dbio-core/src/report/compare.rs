@@ -76,6 +76,8 @@ fn verdict(test: &Option<TestOutcome>, delta: Option<f64>, untested: &str) -> St
 
 type Pick = fn(&StepSummary) -> Option<f64>;
 type Tester = fn(&StepSummary, &StepSummary) -> Option<TestOutcome>;
+/// Why a figure was not tested between two steps.
+type Untested = fn(&StepSummary, &StepSummary) -> &'static str;
 type SdPick = fn(&StepSummary) -> Option<f64>;
 
 fn mean(s: &Option<Stat>) -> Option<f64> {
@@ -90,14 +92,29 @@ fn repeats_test(a: &Option<Stat>, b: &Option<Stat>) -> Option<TestOutcome> {
     })
 }
 
-/// The compared figures: name, how to pick it, how to test it, and what to say untested.
-fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, &'static str)> {
+/// Why a test on repeat values could not run: a side without the figure (seen: "needs
+/// --repeat 2+" said of ramps of 3 repeats when one side had no device), or fewer than two
+/// repeats.
+fn repeats_untested(a: &Option<Stat>, b: &Option<Stat>) -> &'static str {
+    match (a, b) {
+        (None, None) => "not tested (no value on either side)",
+        (None, _) => "not tested (no value in the first)",
+        (_, None) => "not tested (no value in this input)",
+        (Some(a), Some(b)) if a.values.len() < 2 || b.values.len() < 2 => {
+            "not tested (needs --repeat 2+)"
+        }
+        _ => "not tested",
+    }
+}
+
+/// The compared figures: name, how to pick it, how to test it, and why it was untested.
+fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, Untested)> {
     vec![
         (
             "client ops/s",
             |s| Some(s.client_ops_per_s.mean),
             Some(|a, b| welch_t_test(&a.interval_ops_per_s, &b.interval_ops_per_s)),
-            "not tested (too few intervals)",
+            |_, _| "not tested (too few intervals)",
         ),
         (
             "client read p50 µs",
@@ -107,31 +124,31 @@ fn metrics() -> Vec<(&'static str, Pick, Option<Tester>, &'static str)> {
                 let hb = decode_histogram(&b.read_histogram).ok()?;
                 mann_whitney(&ha, &hb)
             }),
-            "not tested (no reads)",
+            |_, _| "not tested (no reads)",
         ),
         (
             "client read p99 µs",
             |s| mean(&s.client_read_p99_us),
             Some(|a, b| repeats_test(&a.client_read_p99_us, &b.client_read_p99_us)),
-            "not tested (needs --repeat 2+)",
+            |a, b| repeats_untested(&a.client_read_p99_us, &b.client_read_p99_us),
         ),
         (
             "DB read IOPS",
             |s| mean(&s.db_read_iops),
             Some(|a, b| repeats_test(&a.db_read_iops, &b.db_read_iops)),
-            "not tested (needs --repeat 2+)",
+            |a, b| repeats_untested(&a.db_read_iops, &b.db_read_iops),
         ),
         (
             "DB avg read latency µs",
             |s| mean(&s.db_avg_read_latency_us),
             Some(|a, b| repeats_test(&a.db_avg_read_latency_us, &b.db_avg_read_latency_us)),
-            "not tested (needs --repeat 2+)",
+            |a, b| repeats_untested(&a.db_avg_read_latency_us, &b.db_avg_read_latency_us),
         ),
         (
             "device read IOPS",
             |s| mean(&s.device_read_iops),
             Some(|a, b| repeats_test(&a.device_read_iops, &b.device_read_iops)),
-            "not tested (needs --repeat 2+)",
+            |a, b| repeats_untested(&a.device_read_iops, &b.device_read_iops),
         ),
     ]
 }
@@ -197,7 +214,7 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
                     if i == 0 {
                         "baseline".into()
                     } else {
-                        verdict(t, *d, untested)
+                        verdict(t, *d, untested(summaries[0], summaries[i]))
                     }
                 })
                 .collect();
@@ -580,7 +597,12 @@ impl Comparison {
                         errors: steps.iter().map(|st| sd(st).unwrap_or(0.0)).collect(),
                         cache_served: steps
                             .iter()
-                            .map(|st| crate::report::chart::cache_served(st.physical_read_ratio))
+                            .map(|st| {
+                                crate::report::chart::cache_served(
+                                    st.physical_read_ratio,
+                                    st.backends_physical_read_ratio,
+                                )
+                            })
                             .collect(),
                     }
                 })
@@ -711,6 +733,7 @@ mod tests {
             db_avg_read_latency_us: None,
             device_read_iops: None,
             physical_read_ratio: None,
+            backends_physical_read_ratio: None,
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,
@@ -761,6 +784,31 @@ mod tests {
         }
         let ops = c.rows.iter().find(|r| r.metric == "client ops/s").unwrap();
         assert_eq!(ops.delta_pct[1], Some(0.0));
+    }
+
+    // Seen: "not tested (needs --repeat 2+)" for ramps of 3 repeats when one side had no
+    // device figure.
+    #[test]
+    fn an_untested_figure_says_why() {
+        let three = |v: f64| Stat::of(vec![v, v + 1.0, v + 2.0]);
+        let mut a = step(1, 1000.0, 0);
+        a.device_read_iops = three(500.0);
+        a.db_read_iops = three(900.0);
+        let mut b = step(1, 1000.0, 0);
+        b.device_read_iops = None;
+        b.db_read_iops = three(905.0);
+        let c = compare(&[set("disk", vec![a]), set("tmpfs", vec![b])]);
+        let verdict =
+            |metric: &str| c.rows.iter().find(|r| r.metric == metric).unwrap().verdicts[1].clone();
+        assert_eq!(
+            verdict("device read IOPS"),
+            "not tested (no value in this input)"
+        );
+        assert!(verdict("DB read IOPS").contains("significant"));
+        assert_eq!(
+            verdict("client read p99 µs"),
+            "not tested (needs --repeat 2+)"
+        );
     }
 
     #[test]

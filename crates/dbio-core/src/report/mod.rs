@@ -44,26 +44,25 @@ pub fn render_text(r: &RunResult) -> String {
     }
     let env = &r.environment;
     let _ = writeln!(o, "target    {}", env.target);
+    if let Some(server) = &env.pinned_server {
+        let _ = writeln!(
+            o,
+            "          host list: every session and the collector used {server}"
+        );
+    }
     let _ = writeln!(
         o,
         "server    {} (dbio {} on {})",
         env.server_version, env.dbio_version, env.client_host
     );
-    let settings: Vec<String> = env
-        .settings
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
-        .collect();
-    let _ = writeln!(
-        o,
-        "settings  {}{}",
-        if r.targets.is_empty() {
-            ""
-        } else {
-            "target 1: "
-        },
-        settings.join(" ")
-    );
+    if r.targets.is_empty() {
+        let _ = writeln!(o, "settings  {}", settings_line(env));
+    } else {
+        let _ = writeln!(
+            o,
+            "settings  per target (see Targets below: each server's own)"
+        );
+    }
     if let Some(t) = &env.session_tls {
         let line = match (&t.protocol, &t.cipher) {
             (Some(p), Some(c)) => format!(
@@ -138,17 +137,8 @@ pub fn render_text(r: &RunResult) -> String {
             }
         }
     );
-    if let Some(rp) = &env.read_path {
-        let line = match r.engine {
-            Database::Oracle => format!(
-                "read path {}: {} (from {}, verified)",
-                rp.path.as_str(),
-                rp.plan,
-                rp.source
-            ),
-            Database::Postgres => read_path_line(rp),
-        };
-        let _ = writeln!(o, "{line}");
+    if let Some(rp) = env.read_path.as_ref().filter(|_| r.targets.is_empty()) {
+        let _ = writeln!(o, "{}", read_path_text(r.engine, rp));
     }
     for t in &ds.tables {
         let _ = writeln!(
@@ -263,6 +253,16 @@ fn targets_section(o: &mut String, r: &RunResult) {
             t.target,
             t.environment.server_version
         );
+        if let Some(server) = &t.environment.pinned_server {
+            let _ = writeln!(
+                o,
+                "     host list: its sessions and collector used {server}"
+            );
+        }
+        let _ = writeln!(o, "     settings {}", settings_line(&t.environment));
+        if let Some(rp) = &t.environment.read_path {
+            let _ = writeln!(o, "     {}", read_path_text(r.engine, rp));
+        }
     }
     let _ = writeln!(
         o,
@@ -359,6 +359,15 @@ fn targets_section(o: &mut String, r: &RunResult) {
     }
 }
 
+/// The settings that matter, `name=value` each, as the server reported them.
+fn settings_line(env: &crate::result::Environment) -> String {
+    env.settings
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn op_line(name: &str, m: &OpMetrics) -> String {
     match &m.latency_us {
         Some(l) => format!(
@@ -451,6 +460,15 @@ fn db_sections(o: &mut String, r: &RunResult) {
             "  ** INVALID: see warnings **"
         }
     );
+    let commits_unit = match (db.own_transactions, r.engine) {
+        (Some(n), _) => {
+            format!("/s (this database's, less dbio's own {n} collector and sampler transactions)")
+        }
+        (None, Database::Postgres) => {
+            "/s (this database's, dbio's collector and sampler included)".to_string()
+        }
+        (None, Database::Oracle) => "/s".to_string(),
+    };
     let rows: [(&str, String, &str); 11] = [
         (
             "DB read requests",
@@ -481,7 +499,11 @@ fn db_sections(o: &mut String, r: &RunResult) {
         (words.log[0], opt(db.wal_bytes_per_s, 0), "bytes/s"),
         (words.log[1], opt(db.wal_writes_per_s, 1), "/s"),
         (words.log[2], opt(db.wal_syncs_per_s, 1), "/s"),
-        ("Commits", format!("{:.1}", db.commits_per_s), "/s"),
+        (
+            "Commits",
+            format!("{:.1}", db.commits_per_s),
+            commits_unit.as_str(),
+        ),
         (
             "Operations (client)",
             format!("{:.1}", r.client.ops_per_s),
@@ -510,6 +532,9 @@ fn db_sections(o: &mut String, r: &RunResult) {
         );
     }
     let _ = writeln!(o);
+    for (field, why) in &db.null_reasons {
+        let _ = writeln!(o, "  {field} is null: {why}");
+    }
     if let Some(calls) = db.counters.get("pgss.calls") {
         let c = |k: &str| db.counters.get(k).copied().unwrap_or(0.0);
         let _ = writeln!(
@@ -684,7 +709,12 @@ fn host_section(o: &mut String, r: &RunResult) {
     let Some(h) = &r.host else {
         let _ = writeln!(
             o,
-            "  host: not measured (see the warnings and the missing rights)"
+            "  host: {}",
+            if r.targets.is_empty() {
+                "not measured (see the warnings and the missing rights)"
+            } else {
+                "per target (see Targets below: each target's collector measured its own host)"
+            }
         );
         return;
     };
@@ -692,7 +722,7 @@ fn host_section(o: &mut String, r: &RunResult) {
     let _ = writeln!(
         o,
         "  host ({}): dbio's backends read {} MiB from storage, io workers {} MiB ({} processes); {} physical blocks/s; \
-         physical-read ratio (backends' blocks from storage / database blocks read): {}",
+         physical-read ratio (bytes the backends fetched from storage / bytes they read, /proc/<pid>/io read_bytes / rchar): {}",
         h.source,
         mib(h.session_read_bytes),
         mib(h.io_worker_read_bytes),
@@ -870,6 +900,20 @@ pub fn render_csv(r: &RunResult) -> String {
 /// `read path index: Aggregate > Index Scan using i_cf1 on cf1; io_method worker,
 /// effective_io_concurrency 16, io_combine_limit 128kB`; a setting the server lacks says from
 /// which PostgreSQL version it exists.
+/// The read path's line for an engine: PostgreSQL's with its I/O settings, Oracle's with the
+/// plan's source.
+fn read_path_text(engine: Database, rp: &crate::result::ReadPathInfo) -> String {
+    match engine {
+        Database::Oracle => format!(
+            "read path {}: {} (from {}, verified)",
+            rp.path.as_str(),
+            rp.plan,
+            rp.source
+        ),
+        Database::Postgres => read_path_line(rp),
+    }
+}
+
 fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
     let v = |s: &Option<String>, since: &str| {
         s.clone()
@@ -921,11 +965,13 @@ mod tests {
             ..Default::default()
         };
         let ctx = crate::result::RunContext {
+            other_shards: false,
             config,
             environment: crate::result::Environment {
                 dbio_version: "0".into(),
                 client_host: "h".into(),
                 target: "t".into(),
+                pinned_server: None,
                 session_tls: None,
                 server_version: "v".into(),
                 server_version_num: 0,

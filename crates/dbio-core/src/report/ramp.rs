@@ -20,16 +20,28 @@ fn f0(s: &Option<Stat>) -> String {
         .unwrap_or_default()
 }
 
+/// A spread needs two repeats: one value has none to show (not a spread of 0).
+fn spread(s: &Option<Stat>) -> Option<&Stat> {
+    s.as_ref().filter(|s| s.values.len() > 1)
+}
+
 fn sd(s: &Option<Stat>) -> String {
-    s.as_ref()
+    spread(s)
         .map(|s| format!("{:.1}", s.sd))
         .unwrap_or_default()
 }
 
 fn cv(s: &Option<Stat>) -> String {
-    s.as_ref()
+    spread(s)
         .map(|s| format!("{:.3}", s.cv))
         .unwrap_or_default()
+}
+
+/// `cv` for the aligned table: `-` where there is none (a single repeat).
+fn cv_txt(s: &Option<Stat>) -> String {
+    spread(s)
+        .map(|s| format!("{:.3}", s.cv))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Columns of ramp.csv, in order, and how each step fills them.
@@ -159,7 +171,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
             s.repeats,
             s.elapsed_s,
             f1(&s.db_read_iops),
-            cv(&s.db_read_iops),
+            cv_txt(&s.db_read_iops),
             f1(&s.db_write_iops),
             f1(&s.db_avg_read_latency_us),
             f1(&client),
@@ -183,7 +195,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
                 "",
                 "",
                 f1(&t.db_read_iops),
-                cv(&t.db_read_iops),
+                cv_txt(&t.db_read_iops),
                 "",
                 f1(&t.db_avg_read_latency_us),
                 f1(&t.client_ops_per_s),
@@ -204,7 +216,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
     let _ = writeln!(
         o,
         "DB figures are the database's own counters over each window; client figures are dbio's HDR measurements; \
-         cv = coefficient of variation across repeats."
+         cv = coefficient of variation across repeats (`-` for a single repeat)."
     );
     for w in &r.warnings {
         let _ = writeln!(o, "WARNING: {w}");
@@ -272,7 +284,12 @@ fn series(
                 errors: picked.iter().map(|(_, _, st)| st.sd).collect(),
                 cache_served: picked
                     .iter()
-                    .map(|(s, _, _)| crate::report::chart::cache_served(s.physical_read_ratio))
+                    .map(|(s, _, _)| {
+                        crate::report::chart::cache_served(
+                            s.physical_read_ratio,
+                            s.backends_physical_read_ratio,
+                        )
+                    })
                     .collect(),
             })
         })
@@ -635,6 +652,7 @@ mod tests {
             db_avg_read_latency_us: None,
             device_read_iops: None,
             physical_read_ratio: None,
+            backends_physical_read_ratio: None,
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,
@@ -674,6 +692,47 @@ mod tests {
                 .nth(2)
                 .unwrap_or("")
                 .starts_with("r2-w0,2,0,0,1,ok,5.000,2000.0"),
+            "{csv}"
+        );
+    }
+
+    // Seen: single-repeat steps printed cv 0.000, a spread that was never measured.
+    #[test]
+    fn a_single_repeat_has_no_spread() {
+        let mut two = step(2, &[]);
+        two.repeats = 2;
+        two.db_read_iops = Stat::of(vec![1900.0, 2100.0]);
+        let r = RampResult {
+            format: 1,
+            kind: "ramp".into(),
+            label: None,
+            status: RunStatus::Ok,
+            started: chrono::Utc::now(),
+            finished: chrono::Utc::now(),
+            config: Config::default(),
+            environment: None,
+            steps: vec![step(1, &[]), two],
+            warnings: vec![],
+        };
+        let txt = ramp_txt(&r);
+        assert!(!txt.contains("0.000"), "{txt}");
+        let row = |name: &str| {
+            txt.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or("")
+                .split_whitespace()
+                .nth(6)
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(row("r1-w0"), "-", "{txt}");
+        assert_eq!(row("r2-w0"), "0.071", "{txt}");
+        let csv = ramp_csv(&r);
+        assert!(
+            csv.lines()
+                .nth(1)
+                .unwrap_or("")
+                .starts_with("r1-w0,1,0,0,1,ok,5.000,1000.0,,,"),
             "{csv}"
         );
     }

@@ -345,6 +345,7 @@ mod tests {
             db_avg_read_latency_us: Stat::of(vec![latency]),
             device_read_iops: None,
             physical_read_ratio: None,
+            backends_physical_read_ratio: None,
             raw_device_iops: None,
             db_to_raw_iops_ratio: None,
             top_wait: None,

@@ -31,7 +31,17 @@ pub struct DbMetrics {
     pub wal_bytes_per_s: Option<f64>,
     pub wal_writes_per_s: Option<f64>,
     pub wal_syncs_per_s: Option<f64>,
+    /// Transactions committed per second in this database (pg_stat_database.xact_commit),
+    /// less dbio's own collector and sampler transactions (`own_transactions`).
     pub commits_per_s: f64,
+    /// dbio's own collector and sampler transactions inside the window, left out of
+    /// `commits_per_s` (null: not counted, they are in it).
+    #[serde(default)]
+    pub own_transactions: Option<u64>,
+    /// Figures that are null, by field name, with the reason (and the fix where there is
+    /// one): e.g. `db_time_s` on PostgreSQL 13, which has no active_time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub null_reasons: BTreeMap<String, String>,
     /// Checkpoints that started inside the window.
     pub checkpoints: u64,
     /// Autovacuum and autoanalyze runs on dbio's tables inside the window.
@@ -152,6 +162,11 @@ pub struct WaitRow {
     pub device_await_ms: Option<f64>,
 }
 
+/// What a shard's measured wait row says of itself (the database's count covers every
+/// shard's sessions, the shard's DB time its own); `dbio merge` drops it from the merged row.
+pub const SHARD_WAIT_NOTE: &str = "the database's count covers every shard's sessions, this shard's DB time only its own: \
+     its % of DB time is in the merged result (`dbio merge`)";
+
 /// The wait profile: sampled session states (ASH-like), with measured rows where the
 /// database counts waits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -160,6 +175,10 @@ pub struct WaitProfile {
     pub period_ms: f64,
     pub achieved_period_ms: f64,
     pub samples: u64,
+    /// Transactions the sampler's own connection committed (its samples among them): the
+    /// database's commit count includes them, and `DbMetrics::commits_per_s` leaves them out.
+    #[serde(default)]
+    pub transactions: u64,
     pub db_time_s: f64,
     /// "measured (pg_stat_database.active_time)" or "sampled".
     pub db_time_source: String,
@@ -269,12 +288,21 @@ pub struct HostMetrics {
     /// Bytes the io workers fetched (PostgreSQL 18+, io_method=worker: they submit the
     /// asynchronous reads, of every backend, not only dbio's).
     pub io_worker_read_bytes: Option<u64>,
+    /// Bytes the same session backends read through the kernel (/proc/<pid>/io rchar: their
+    /// read(2)/pread(2) calls, page-cache hits included): their database reads.
+    #[serde(default)]
+    pub session_kernel_read_bytes: Option<u64>,
+    /// The io workers' rchar, likewise.
+    #[serde(default)]
+    pub io_worker_kernel_read_bytes: Option<u64>,
     /// Backends whose /proc/<pid>/io was read.
     pub backends_read: u32,
     /// (session + io worker read_bytes) / block size / seconds.
     pub physical_blocks_per_s: Option<f64>,
-    /// Physical blocks / database reads: near 1 when every read went to storage, near 0 when
-    /// the OS page cache served them.
+    /// (session + io worker read_bytes) / (their rchar): of the bytes these processes read,
+    /// the share fetched from storage; near 1 when every read went to storage, near 0 when
+    /// the OS page cache served them. Each process's own counters, so a shard's is its own
+    /// sessions' whatever the others do.
     pub physical_read_ratio: Option<f64>,
     /// /proc/meminfo at the window's end.
     pub mem_total_bytes: Option<u64>,
@@ -364,6 +392,8 @@ impl DbMetrics {
             wal_writes_per_s: add_opt(|d| d.wal_writes_per_s),
             wal_syncs_per_s: add_opt(|d| d.wal_syncs_per_s),
             commits_per_s: add(|d| d.commits_per_s),
+            own_transactions: parts.iter().map(|p| p.own_transactions).sum(),
+            null_reasons: parts.iter().flat_map(|p| p.null_reasons.clone()).collect(),
             checkpoints: parts.iter().map(|p| p.checkpoints).sum(),
             autovacuum_runs: parts.iter().map(|p| p.autovacuum_runs).sum(),
             autoanalyze_runs: parts.iter().map(|p| p.autoanalyze_runs).sum(),
@@ -385,6 +415,18 @@ impl DbMetrics {
             // SLOB's line describes one database's report; a sum over targets has none.
             awr_info: None,
         })
+    }
+
+    /// Leaves dbio's own `own` transactions (its collector's and sampler's, inside the
+    /// window) out of the commit rate, and records them.
+    pub fn exclude_own_transactions(&mut self, own: u64) {
+        let all = self.commits_per_s * self.seconds;
+        self.commits_per_s = if self.seconds > 0.0 {
+            (all - own as f64).max(0.0) / self.seconds
+        } else {
+            0.0
+        };
+        self.own_transactions = Some(self.own_transactions.unwrap_or(0) + own);
     }
 
     /// The line of a measured wait row: its event, waits, time and average wait, beside the
@@ -436,6 +478,70 @@ pub struct CalibrationCompare {
     pub iops_ratio: Option<f64>,
     /// DB average read latency / raw device mean latency.
     pub latency_ratio: Option<f64>,
+    /// The calibrated path's device number (`major:minor`) on the host that runs dbio,
+    /// null when the path is gone or unreadable.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// The calibration's small I/O size, bytes.
+    #[serde(default)]
+    pub block_bytes: Option<u64>,
+    /// The calibration's share of writes among its small I/Os, %.
+    #[serde(default)]
+    pub write_pct: Option<u32>,
+}
+
+impl CalibrationCompare {
+    /// What makes this calibration another measurement than the run beside it: another
+    /// device (by device number; a partition of the run's disk is not the same device),
+    /// another I/O size than the run's block size, another mix of writes (the run's
+    /// sessions write when it has writers or update_pct > 0). One warning, or none.
+    pub fn mismatch(
+        &self,
+        run_device: Option<&DeviceMetrics>,
+        block_size: u64,
+        run_writes: bool,
+    ) -> Option<String> {
+        let mut apart = Vec::new();
+        match (
+            self.device.as_deref(),
+            run_device.and_then(|d| d.major_minor.as_deref()),
+        ) {
+            (Some(cal), Some(run)) if cal != run => apart.push(format!(
+                "it measured device {cal} and the run's tables are on {} ({run})",
+                run_device.map(|d| d.device.as_str()).unwrap_or("-")
+            )),
+            (Some(_), Some(_)) => {}
+            (cal, run) => apart.push(format!(
+                "its device is not known to be the run's ({})",
+                match (cal, run) {
+                    (None, _) => "the calibrated path is not on this host any more".to_string(),
+                    _ => "the run's device was not measured".to_string(),
+                }
+            )),
+        }
+        if let Some(b) = self.block_bytes.filter(|b| *b != block_size) {
+            apart.push(format!(
+                "it used {b}-byte I/Os and the run reads {block_size}-byte blocks"
+            ));
+        }
+        if let Some(w) = self.write_pct
+            && (w > 0) != run_writes
+        {
+            apart.push(if run_writes {
+                format!("it wrote {w}% of its I/Os and the run writes")
+            } else {
+                format!("it wrote {w}% of its I/Os and the run only reads")
+            });
+        }
+        (!apart.is_empty()).then(|| {
+            format!(
+                "the calibration {} is not this run's device at this run's I/O: {}; the database/raw ratios compare \
+                 different things (calibrate the run's device with --block {block_size} and the run's write mix, --write-pct)",
+                self.file,
+                apart.join("; ")
+            )
+        })
+    }
 }
 
 /// Below this share of database reads reaching the device, the run measured the page cache.
@@ -444,8 +550,29 @@ pub const MIN_PHYSICAL_RATIO: f64 = 0.5;
 /// Above this share, the device read more than the database asked for.
 pub const MAX_PHYSICAL_RATIO: f64 = 1.1;
 
+impl HostMetrics {
+    /// The physical-read ratio and physical blocks/s from the byte counts (see the fields),
+    /// over `seconds` and blocks of `block_size`; unchanged where the counts are missing.
+    pub fn derive_ratio(&mut self, block_size: u64) {
+        let Some(bytes) = self.session_read_bytes else {
+            return;
+        };
+        let physical = bytes + self.io_worker_read_bytes.unwrap_or(0);
+        let blocks = physical as f64 / block_size.max(1) as f64;
+        self.physical_blocks_per_s = (self.seconds > 0.0).then(|| blocks / self.seconds);
+        let kernel = self
+            .session_kernel_read_bytes
+            .map(|k| k + self.io_worker_kernel_read_bytes.unwrap_or(0));
+        // Below one block read through the kernel there is nothing to judge.
+        self.physical_read_ratio = kernel
+            .filter(|k| *k >= block_size.max(1))
+            .map(|k| physical as f64 / k as f64);
+    }
+}
+
 /// Warnings from the backends' own physical reads (/proc/<pid>/io): the page cache served
-/// the database's reads when the bytes its backends fetched from storage are far below them.
+/// the database's reads when the bytes its backends fetched from storage are far below the
+/// bytes they read.
 pub fn host_cache_warnings(db: &DbMetrics, host: Option<&HostMetrics>) -> Vec<String> {
     let Some(ratio) = host.and_then(|h| h.physical_read_ratio) else {
         return Vec::new();
@@ -454,8 +581,8 @@ pub fn host_cache_warnings(db: &DbMetrics, host: Option<&HostMetrics>) -> Vec<St
         return Vec::new();
     }
     vec![format!(
-        "dbio's backends fetched {:.0}% of their {:.0} database reads/s from storage (/proc/<pid>/io read_bytes): \
-         the page cache served the rest, so read IOPS and latency describe memory, not storage",
+        "dbio's backends fetched {:.0}% of the bytes they read from storage (/proc/<pid>/io read_bytes over rchar; \
+         {:.0} database reads/s): the page cache served the rest, so read IOPS and latency describe memory, not storage",
         100.0 * ratio,
         db.read_iops
     )]
@@ -558,6 +685,38 @@ mod tests {
             ..DbMetrics::default()
         };
         assert!(cache_warnings(&cached, None)[0].contains("shared_buffers"));
+    }
+
+    // Seen: a calibration of another device, block size and write mix set beside the run's
+    // device without a word.
+    #[test]
+    fn a_calibration_of_another_device_or_io_is_named() {
+        let c = CalibrationCompare {
+            file: "cal/calibrate.json".into(),
+            level: 1,
+            raw_small_iops: 1000.0,
+            raw_mean_latency_us: None,
+            raw_p99_latency_us: None,
+            db_read_iops: None,
+            iops_ratio: None,
+            latency_ratio: None,
+            device: Some("254:0".into()),
+            block_bytes: Some(8192),
+            write_pct: Some(0),
+        };
+        let mut dev = device(Some(1.0));
+        dev.major_minor = Some("254:0".into());
+        assert_eq!(c.mismatch(Some(&dev), 8192, false), None);
+        dev.major_minor = Some("8:16".into());
+        let w = c.mismatch(Some(&dev), 4096, true).unwrap();
+        assert!(
+            w.contains("it measured device 254:0 and the run's tables are on vda (8:16)")
+                && w.contains("8192-byte I/Os and the run reads 4096-byte blocks")
+                && w.contains("wrote 0% of its I/Os and the run writes"),
+            "{w}"
+        );
+        let w = c.mismatch(None, 8192, false).unwrap();
+        assert!(w.contains("the run's device was not measured"), "{w}");
     }
 
     #[test]

@@ -107,6 +107,23 @@ pub fn metrics(
     m.autovacuum_runs = d("tables.autovacuum_count") as u64;
     m.autoanalyze_runs = d("tables.autoanalyze_count") as u64;
     m.db_time_s = c("db.active_time").map(|ms| ms / 1000.0);
+    if major < 14 {
+        // pg-stats §1: active_time and pg_stat_wal came with 14.
+        m.null_reasons.insert(
+            "db_time_s".into(),
+            "PostgreSQL 13 has no pg_stat_database.active_time (added in 14): the DB time is the wait sampler's \
+             (samples x period, in the wait profile)"
+                .into(),
+        );
+        for field in ["wal_writes_per_s", "wal_syncs_per_s"] {
+            m.null_reasons.insert(
+                field.into(),
+                "PostgreSQL 13 has no pg_stat_wal (added in 14): WAL writes and syncs are not counted; WAL bytes \
+                 come from the WAL position (pg_current_wal_lsn)"
+                    .into(),
+            );
+        }
+    }
     m.dbio_tables = TableIo {
         heap_blks_read: d("tables.heap_blks_read") as u64,
         heap_blks_hit: d("tables.heap_blks_hit") as u64,

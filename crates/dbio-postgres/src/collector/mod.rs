@@ -15,4 +15,4 @@ mod window;
 pub use metrics::{IoTiming, metrics, warnings};
 pub use queries::{pgss_query, snapshot_queries};
 pub use snapshot::{Snapshot, pgss_available, take_snapshot};
-pub use window::{Collected, CollectorOptions, WindowCollector};
+pub use window::{Collected, CollectorOptions, Scope, WindowCollector};

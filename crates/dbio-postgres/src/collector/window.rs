@@ -21,7 +21,7 @@ use super::metrics::{IoTiming, metrics, warnings};
 use super::snapshot::{Snapshot, pgss_available, take_snapshot};
 use crate::conn::Target;
 use crate::error::Result;
-use crate::host::{self, CpuTicks, HostAccess};
+use crate::host::{self, CpuTicks, HostAccess, IoCounts};
 use crate::rights::RoleRights;
 use crate::sampler::{self, Sampler, SamplerOptions};
 use crate::sql;
@@ -56,14 +56,13 @@ const AFTER_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest the collector waits for the sessions' backends to exit after the window.
 const BACKEND_EXIT_WAIT: Duration = Duration::from_secs(2);
 
-/// Returns once none of `pids` is in pg_stat_activity (or the server does not say).
-async fn backends_gone(client: &Client, pids: &[i32]) {
+/// Returns once none of `pids` is in pg_stat_activity (or the server does not say); `asked`
+/// counts the collector's own transactions they commit.
+async fn backends_gone(client: &Client, pids: &[i32], asked: &mut u64) {
     loop {
-        let left = client
-            .query_one(sql::BACKENDS_LEFT, &[&pids])
-            .await
-            .ok()
-            .and_then(|r| r.try_get::<_, i64>(0).ok());
+        let answer = client.query_one(sql::BACKENDS_LEFT, &[&pids]).await.ok();
+        *asked += u64::from(answer.is_some()) * sql::QUERY_TRANSACTIONS;
+        let left = answer.and_then(|r| r.try_get::<_, i64>(0).ok());
         if left.is_none_or(|n| n == 0) {
             return;
         }
@@ -109,6 +108,21 @@ pub struct WindowCollector {
     missing_rights: Vec<MissingRight>,
     /// pg_stat_statements can be read (installed and preloaded).
     pgss: bool,
+    scope: Scope,
+    shard_of_many: bool,
+    /// When the connection was made (13/14 publish its statistics at most every 500 ms).
+    connected_at: std::time::Instant,
+}
+
+/// What a collector measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The server: statistics snapshots, the device, the host's memory and CPU, and the
+    /// sessions' waits and physical reads.
+    Server,
+    /// The sessions of this process only (a shard that does not collect the server's
+    /// figures): their waits and physical reads, which `dbio merge` sums over the shards.
+    Sessions,
 }
 
 pub struct CollectorOptions {
@@ -125,6 +139,10 @@ pub struct CollectorOptions {
     /// The measured sessions' backend PIDs (from each connection's BackendKeyData), so that
     /// the sampler tells them apart from every other session; empty: by application_name.
     pub backend_pids: Vec<i32>,
+    pub scope: Scope,
+    /// This run is one shard of several: the database's counters include the other shards'
+    /// sessions.
+    pub shard_of_many: bool,
 }
 
 impl WindowCollector {
@@ -146,7 +164,20 @@ impl WindowCollector {
             .flatten()
             .and_then(|r| r.try_get::<_, Option<String>>(0).ok().flatten())
             .map(PathBuf::from);
-        let (access, device) = locate(&client, &opts, rights.as_ref(), data_dir, &mut notes).await;
+        let (access, device) = match opts.scope {
+            Scope::Server => locate(&client, &opts, rights.as_ref(), data_dir, &mut notes).await,
+            Scope::Sessions => {
+                let mut why_not = Vec::new();
+                let access = host_access(&client, rights.as_ref(), data_dir, &mut why_not).await;
+                if access.is_none() {
+                    notes.push(format!(
+                        "this shard's sessions' physical reads are null: {}. See missing_rights for the GRANT",
+                        why_not.join("; ")
+                    ));
+                }
+                (access, None)
+            }
+        };
         let cache_control = if opts.drop_caches {
             CacheControl::DroppedPageCache
         } else if opts.direct_io {
@@ -172,6 +203,9 @@ impl WindowCollector {
             notes,
             missing_rights,
             pgss,
+            scope: opts.scope,
+            shard_of_many: opts.shard_of_many,
+            connected_at: std::time::Instant::now(),
         })
     }
 
@@ -187,32 +221,59 @@ impl WindowCollector {
     }
 
     async fn read_cpu(&self) -> Option<CpuTicks> {
+        if self.scope == Scope::Sessions {
+            return None;
+        }
         let access = self.access.as_ref()?;
         let text = access.read(&self.client, "/proc/stat").await.ok()?;
         host::parse_cpu(&text)
     }
 
-    /// read_bytes of the sessions' backends and the io workers now.
-    async fn read_io(&self) -> BTreeMap<i32, u64> {
+    /// The counters of the sessions' backends and (for the server's collector) the io
+    /// workers now.
+    async fn read_io(&self) -> BTreeMap<i32, IoCounts> {
         let Some(access) = &self.access else {
             return BTreeMap::new();
         };
         let mut pids = self.backend_pids.clone();
-        pids.extend(host::io_worker_pids(&self.client, self.major).await);
-        host::read_pid_io(&self.client, access, &pids).await
+        if self.scope == Scope::Server {
+            pids.extend(host::io_worker_pids(&self.client, self.major).await);
+        }
+        host::read_pid_io(&self.client, access, &pids).await.0
+    }
+
+    /// Publishes this connection's own statistics (its transactions among them) so that the
+    /// snapshot that follows counts them: 15+ at once; 13/14 send a backend's counts at most
+    /// every 500 ms (PGSTAT_STAT_INTERVAL), when it goes idle, so the first statement more
+    /// than that after the last sends them. False when the statement failed.
+    async fn publish_own(&self) -> bool {
+        if self.major >= 15 {
+            return self.client.batch_execute(sql::FORCE_FLUSH).await.is_ok();
+        }
+        let due = self.connected_at + Duration::from_millis(600);
+        tokio::time::sleep_until(due.into()).await;
+        self.client.batch_execute("SELECT 1").await.is_ok()
     }
 
     /// Just before the window: the error text fails the run before anything is measured.
+    /// The host's counters first and the statistics snapshot last, so that none of the
+    /// collector's own statements falls inside the window but the snapshot's commit.
     pub async fn begin(&mut self) -> std::result::Result<(), String> {
-        if self.drop_caches {
+        if self.drop_caches && self.scope == Scope::Server {
             device::drop_page_cache()?;
         }
-        let snapshot = take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
-            .await
-            .map_err(|e| e.to_string())?;
         let disk = self.read_disk().await;
         let cpu = self.read_cpu().await;
         let io_before = self.read_io().await;
+        let snapshot = match self.scope {
+            Scope::Server => {
+                self.publish_own().await;
+                take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            Scope::Sessions => Snapshot::default(),
+        };
         let sampler = Sampler::start_with(
             &self.target,
             SamplerOptions {
@@ -221,6 +282,7 @@ impl WindowCollector {
                 collector_pid: self.collector_pid,
                 host: self.access.clone(),
                 io_before,
+                major: self.major,
             },
         )
         .await
@@ -250,11 +312,7 @@ impl WindowCollector {
             );
             return out;
         };
-        if self.major < 15 {
-            // 13/14 publish a session's statistics when it disconnects, through the stats
-            // collector, which writes them at most every 500 ms.
-            tokio::time::sleep(Duration::from_millis(1200)).await;
-        }
+        // The sampler stops with the window: the waits are the window's.
         let mut samples = started.sampler.stop().await;
         // One deadline for every read after the window: a server that stopped answering
         // must not keep the result from being written.
@@ -262,18 +320,57 @@ impl WindowCollector {
         // A session's backend publishes its last statistics as it exits (before_shmem_exit,
         // ahead of leaving pg_stat_activity): on a busy host the "after" snapshot could
         // otherwise run before the last sessions' counts are in.
+        let mut own = 0u64;
         if !self.backend_pids.is_empty() {
             let by = (tokio::time::Instant::now() + BACKEND_EXIT_WAIT).min(deadline);
-            let _ =
-                tokio::time::timeout_at(by, backends_gone(&self.client, &self.backend_pids)).await;
+            let _ = tokio::time::timeout_at(
+                by,
+                backends_gone(&self.client, &self.backend_pids, &mut own),
+            )
+            .await;
         }
+        if self.major < 15 && self.scope == Scope::Server {
+            // 13/14 publish a session's statistics when it disconnects, through the stats
+            // collector, which writes them at most every 500 ms.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+        }
+        let after = match self.scope {
+            Scope::Sessions => None,
+            Scope::Server => {
+                if tokio::time::timeout_at(deadline, self.publish_own())
+                    .await
+                    .is_ok_and(|ok| ok)
+                {
+                    own += 1;
+                }
+                match tokio::time::timeout_at(deadline, self.after_snapshot(&mut out, &mut own))
+                    .await
+                {
+                    Ok(Ok(s)) => Some(s),
+                    Ok(Err(e)) => {
+                        out.warnings.push(format!(
+                            "database figures are null: the statistics could not be read after the run: {e}"
+                        ));
+                        None
+                    }
+                    Err(_) => {
+                        out.warnings.push(format!(
+                            "database figures are null: the server did not answer the \"after\" snapshot within {} s \
+                             (stopped, overloaded, or a network partition?); device figures and wait samples are kept",
+                            AFTER_SNAPSHOT_TIMEOUT.as_secs()
+                        ));
+                        None
+                    }
+                }
+            }
+        };
         let host_reads = async {
             let disk = self.read_disk().await;
             let cpu = self.read_cpu().await;
             let io = self.read_io().await;
-            let meminfo = match &self.access {
-                Some(a) => a.read(&self.client, "/proc/meminfo").await.ok(),
-                None => None,
+            let meminfo = match (&self.access, self.scope) {
+                (Some(a), Scope::Server) => a.read(&self.client, "/proc/meminfo").await.ok(),
+                _ => None,
             };
             (disk, cpu, io, meminfo)
         };
@@ -292,32 +389,20 @@ impl WindowCollector {
             }
         };
         samples.pid_io.record(&io_after);
-        let after = match tokio::time::timeout_at(deadline, self.after_snapshot(&mut out)).await {
-            Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => {
-                out.warnings.push(format!(
-                    "database figures are null: the statistics could not be read after the run: {e}"
-                ));
-                None
-            }
-            Err(_) => {
-                out.warnings.push(format!(
-                        "database figures are null: the server did not answer the \"after\" snapshot within {} s \
-                         (stopped, overloaded, or a network partition?); device figures and wait samples are kept",
-                        AFTER_SNAPSHOT_TIMEOUT.as_secs()
-                    ));
-                None
-            }
-        };
+        // The "before" snapshot's commit, the collector's statements until the "after" one,
+        // and the sampler's: dbio's own, not the workload's.
+        own += 1 + samples.transactions;
         let m = after.map(|after| {
-            metrics(
+            let mut m = metrics(
                 &started.snapshot,
                 &after,
                 window_s,
                 self.block_size,
                 self.timing,
                 &self.target.user,
-            )
+            );
+            m.exclude_own_transactions(own);
+            m
         });
         if let (Some(d), Some(b), Some(a)) = (&self.device, started.disk, disk_after) {
             let mut dm = device::device_metrics(
@@ -334,63 +419,14 @@ impl WindowCollector {
             out.device = Some(dm);
         }
         if let Some(access) = &self.access {
-            let mut h = HostMetrics {
-                source: access.source(),
-                seconds: window_s,
-                ..HostMetrics::default()
-            };
-            let (sessions, n) = samples.pid_io.delta(Some(&self.backend_pids));
-            if self.backend_pids.is_empty() || n == 0 {
-                h.notes.push(
-                    "the sessions' backends could not be read (/proc/<pid>/io): no physical-read figure"
-                        .into(),
-                );
-            } else {
-                h.session_read_bytes = Some(sessions);
-                h.backends_read = n;
-            }
-            let workers: Vec<i32> = samples.io_workers.iter().copied().collect();
-            if !workers.is_empty() {
-                let (bytes, n) = samples.pid_io.delta(Some(&workers));
-                h.io_worker_read_bytes = Some(bytes);
-                h.backends_read += n;
-                h.notes.push(format!(
-                    "{} io worker(s) read for every backend of the server, not only dbio's (io_method=worker)",
-                    workers.len()
-                ));
-            } else if self.major >= 18 {
-                h.notes.push(
-                    "no io worker was seen (io_method is not worker, or the role may not see them: pg_read_all_stats)"
-                        .into(),
-                );
-            }
-            if let Some(bytes) = h.session_read_bytes {
-                let total = bytes + h.io_worker_read_bytes.unwrap_or(0);
-                let blocks = total as f64 / self.block_size.max(1) as f64;
-                h.physical_blocks_per_s = (window_s > 0.0).then(|| blocks / window_s);
-                h.physical_read_ratio = m
-                    .as_ref()
-                    .map(|m| m.read_blocks_per_s * window_s)
-                    .filter(|r| *r > 0.0)
-                    .map(|r| blocks / r);
-            }
-            if let Some(text) = &meminfo {
-                (h.mem_total_bytes, h.mem_available_bytes, h.page_cache_bytes) =
-                    host::parse_meminfo(text);
-            }
-            if let Some([u, s, w, i]) = started
-                .cpu
-                .zip(cpu_after)
-                .and_then(|(a, b)| host::cpu_pct(a, b))
-            {
-                (
-                    h.cpu_user_pct,
-                    h.cpu_system_pct,
-                    h.cpu_iowait_pct,
-                    h.cpu_idle_pct,
-                ) = (Some(u), Some(s), Some(w), Some(i));
-            }
-            out.host = Some(h);
+            out.host = Some(self.host_metrics(
+                access,
+                &samples,
+                window_s,
+                started.cpu,
+                cpu_after,
+                meminfo.as_deref(),
+            ));
         }
         if samples.errors > 0 {
             out.warnings.push(format!(
@@ -405,9 +441,9 @@ impl WindowCollector {
             out.waits = Some(sampler::wait_profile(
                 &samples,
                 &sampled_only,
-                window_s,
                 self.major,
                 await_ms,
+                self.shard_of_many,
             ));
             return out;
         };
@@ -416,16 +452,89 @@ impl WindowCollector {
         out.warnings
             .extend(host_cache_warnings(&m, out.host.as_ref()));
         out.waits = Some(sampler::wait_profile(
-            &samples, &m, window_s, self.major, await_ms,
+            &samples,
+            &m,
+            self.major,
+            await_ms,
+            self.shard_of_many,
         ));
         out.db = Some(m);
         out
     }
 
+    /// The database host's figures over the window: what the sessions' backends (and, for
+    /// the server's collector, the io workers) read from storage and through the kernel,
+    /// and the host's memory and CPU.
+    fn host_metrics(
+        &self,
+        access: &HostAccess,
+        samples: &sampler::Samples,
+        window_s: f64,
+        cpu_before: Option<CpuTicks>,
+        cpu_after: Option<CpuTicks>,
+        meminfo: Option<&str>,
+    ) -> HostMetrics {
+        let mut h = HostMetrics {
+            source: access.source(),
+            seconds: window_s,
+            ..HostMetrics::default()
+        };
+        let (sessions, n) = samples.pid_io.delta(Some(&self.backend_pids));
+        if self.backend_pids.is_empty() || n == 0 {
+            h.notes.push(
+                "the sessions' backends could not be read (/proc/<pid>/io): no physical-read figure"
+                    .into(),
+            );
+        } else {
+            h.session_read_bytes = Some(sessions.read_bytes);
+            h.session_kernel_read_bytes = Some(sessions.rchar);
+            h.backends_read = n;
+        }
+        let workers: Vec<i32> = samples.io_workers.iter().copied().collect();
+        if self.scope == Scope::Sessions {
+            h.notes.push(
+                "this shard's own sessions only; the io workers, the host's memory and CPU are the collecting shard's"
+                    .into(),
+            );
+        } else if !workers.is_empty() {
+            let (bytes, n) = samples.pid_io.delta(Some(&workers));
+            h.io_worker_read_bytes = Some(bytes.read_bytes);
+            h.io_worker_kernel_read_bytes = Some(bytes.rchar);
+            h.backends_read += n;
+            h.notes.push(format!(
+                "{} io worker(s) read for every backend of the server, not only dbio's (io_method=worker)",
+                workers.len()
+            ));
+        } else if self.major >= 18 {
+            h.notes.push(
+                "no io worker was seen (io_method is not worker, or the role may not see them: pg_read_all_stats)"
+                    .into(),
+            );
+        }
+        h.derive_ratio(self.block_size);
+        if let Some(text) = meminfo {
+            (h.mem_total_bytes, h.mem_available_bytes, h.page_cache_bytes) =
+                host::parse_meminfo(text);
+        }
+        if let Some([u, s, w, i]) = cpu_before
+            .zip(cpu_after)
+            .and_then(|(a, b)| host::cpu_pct(a, b))
+        {
+            (
+                h.cpu_user_pct,
+                h.cpu_system_pct,
+                h.cpu_iowait_pct,
+                h.cpu_idle_pct,
+            ) = (Some(u), Some(s), Some(w), Some(i));
+        }
+        h
+    }
+
     /// The "after" snapshot. The collector's connection sat idle through the window; when
     /// it was lost anyway (a server-side timeout, a terminated backend), a new connection
-    /// takes the snapshot: the counters are server-wide, so the deltas hold.
-    async fn after_snapshot(&mut self, out: &mut Collected) -> Result<Snapshot> {
+    /// takes the snapshot: the counters are server-wide, so the deltas hold. `own` counts
+    /// the new connection's own transactions.
+    async fn after_snapshot(&mut self, out: &mut Collected, own: &mut u64) -> Result<Snapshot> {
         if !self.client.is_closed() {
             match take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await {
                 Ok(s) => return Ok(s),
@@ -434,6 +543,7 @@ impl WindowCollector {
             }
         }
         self.client = self.target.connect("dbio-collector").await?;
+        *own += sampler::CONNECT_TRANSACTIONS;
         out.warnings.push(
             "the collector's connection was lost during the window; it reconnected for the \"after\" snapshot \
              (the counters are server-wide, so the figures hold)"
@@ -441,6 +551,39 @@ impl WindowCollector {
         );
         take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await
     }
+}
+
+/// Where host files can be read: the server's own, through the connection, when the role
+/// may; else this host's, when the server is proven to run here; else nowhere, with the
+/// reasons pushed onto `why_not`.
+async fn host_access(
+    client: &Client,
+    rights: Option<&RoleRights>,
+    data_dir: Option<PathBuf>,
+    why_not: &mut Vec<String>,
+) -> Option<HostAccess> {
+    if rights.is_some_and(RoleRights::reads_server_files) {
+        match host::server_files_readable(client).await {
+            Ok(()) => return Some(HostAccess::Server),
+            Err(e) => why_not.push(format!("the server's files could not be read ({e})")),
+        }
+    } else {
+        why_not.push(
+            "the role may not read the server's files (pg_read_server_files and EXECUTE on pg_read_file)"
+                .to_string(),
+        );
+    }
+    match &data_dir {
+        Some(dir) => match host::proven_local(client, dir).await {
+            Ok(proof) => return Some(HostAccess::Local { proof }),
+            Err(e) => why_not.push(format!("the server is not proven to run on this host: {e}")),
+        },
+        None => why_not.push(
+            "the server is not proven to run on this host: the role may not read data_directory (pg_read_all_settings)"
+                .to_string(),
+        ),
+    }
+    None
 }
 
 /// Where host files can be read, and the device under the data set's tables. Each figure
@@ -452,32 +595,8 @@ async fn locate(
     data_dir: Option<PathBuf>,
     notes: &mut Vec<String>,
 ) -> (Option<HostAccess>, Option<Measured>) {
-    let may_read = rights.is_some_and(RoleRights::reads_server_files);
     let mut why_not = Vec::new();
-    let mut access = None;
-    if may_read {
-        match host::server_files_readable(client).await {
-            Ok(()) => access = Some(HostAccess::Server),
-            Err(e) => why_not.push(format!("the server's files could not be read ({e})")),
-        }
-    } else {
-        why_not.push(
-            "the role may not read the server's files (pg_read_server_files and EXECUTE on pg_read_file)"
-                .to_string(),
-        );
-    }
-    if access.is_none() {
-        match &data_dir {
-            Some(dir) => match host::proven_local(client, dir).await {
-                Ok(proof) => access = Some(HostAccess::Local { proof }),
-                Err(e) => why_not.push(format!("the server is not proven to run on this host: {e}")),
-            },
-            None => why_not.push(
-                "the server is not proven to run on this host: the role may not read data_directory (pg_read_all_settings)"
-                    .to_string(),
-            ),
-        }
-    }
+    let access = host_access(client, rights, data_dir.clone(), &mut why_not).await;
     let Some(access) = access else {
         notes.push(format!(
             "device and host figures (device IOPS, await, queue depth; the backends' physical reads; the server's RAM and CPU) \
