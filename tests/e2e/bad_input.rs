@@ -192,7 +192,7 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
     tx.batch_execute("LOCK TABLE user1.cf1 IN ACCESS SHARE MODE")
         .await
         .unwrap();
-    let child = Command::new(dbio_bin())
+    let child = dbio_tests::dbio_command()
         .args(setup_args("1200blocks", true))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -256,7 +256,7 @@ async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it()
         "30000blocks",
         "-q",
     ];
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -258,7 +258,7 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     c.batch_execute("CREATE DATABASE other").await.unwrap();
     let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -14,7 +14,7 @@ use dbio_tests::{
 use serde_json::Value;
 
 pub(crate) fn spawn(args: &[&str]) -> Child {
-    Command::new(dbio_bin())
+    dbio_tests::dbio_command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

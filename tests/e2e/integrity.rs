@@ -51,7 +51,7 @@ async fn pid_of(c: &tokio_postgres::Client, name: &str, timeout: Duration) -> i3
 }
 
 fn spawn_run(dsn: &str, out: &str, run_time: &str, extra: &[&str]) -> Child {
-    Command::new(dbio_bin())
+    dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

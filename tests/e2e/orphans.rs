@@ -12,7 +12,7 @@ async fn loops_left_after_sigkill(pg: &TestCluster) -> Duration {
     let dsn = pg.dsn();
     let c = pg.client().await;
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -340,7 +340,7 @@ async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
     let c = pg.client().await;
     for engine in ["client", "server"] {
         let out_dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(dbio_bin())
+        let mut child = dbio_tests::dbio_command()
             .args([
                 "run",
                 "--dsn",

@@ -370,7 +370,7 @@ async fn a_failed_result_write_prints_the_report_and_keeps_the_result_elsewhere(
     let fallback = dir.path().join("tmp");
     std::fs::create_dir(&fallback).unwrap();
     let dsn = pg.dsn();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args(run_args(&dsn, out.to_str().unwrap(), "3s"))
         .env("TMPDIR", &fallback)
         .stdout(Stdio::piped())

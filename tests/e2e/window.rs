@@ -31,7 +31,7 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     let out_dir = tempfile::tempdir().unwrap();
     let run_s = 6.0;
     let started = Instant::now();
-    let child = Command::new(dbio_bin())
+    let child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

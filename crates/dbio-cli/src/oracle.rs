@@ -61,7 +61,7 @@ mod enabled {
             let (c, a) = (config.clone(), admin.clone());
             blocking(move || facts(&c, &a)).await?
         };
-        eprintln!(
+        errln!(
             "setup: {} Oracle schema(s) x {} blocks of {} kB in tablespace {} on {} (container {}, CON_ID {})",
             plan.schemas,
             plan.scale_blocks,
@@ -72,12 +72,12 @@ mod enabled {
             facts.container.con_id
         );
         if let Some(w) = cache_warning(&facts, &plan) {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         let t = timeouts(config);
         let lines = blocking(move || client::setup(&admin, &plan, &facts, force, &t)).await?;
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
         Ok(0)
     }
@@ -90,7 +90,7 @@ mod enabled {
         let t = timeouts(config);
         let (ok, lines) = blocking(move || client::check(&admin, &plan, &t)).await?;
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
         Ok(if ok { 0 } else { 1 })
     }
@@ -101,14 +101,14 @@ mod enabled {
         let t = timeouts(config);
         let lines = blocking(move || client::teardown(&admin, &prefix, yes, &t)).await?;
         if lines.is_empty() {
-            println!(
+            outln!(
                 "nothing to drop: no users {}<n> made by dbio",
                 config.data.prefix.to_uppercase()
             );
             return Ok(0);
         }
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
         Ok(if yes { 0 } else { 1 })
     }

@@ -9,6 +9,7 @@
 //! the same host list, TLS, options, application_name and keepalive settings.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -954,9 +955,11 @@ fn passfile_usable(path: &Path) -> bool {
         return false;
     }
     if meta.mode() & 0o077 != 0 {
-        eprintln!(
+        // libpq's warning, word for word; a closed stderr is no reason to fail.
+        let _ = writeln!(
+            std::io::stderr(),
             "WARNING: password file \"{}\" has group or world access; permissions should be u=rw (0600) or less",
-            path.display()
+            dbio_core::text::printable(&path.display().to_string())
         );
         return false;
     }

@@ -226,8 +226,11 @@ fn add_one(
     say: &dyn Fn(&str),
 ) -> Result<bool, Failure> {
     let file = document_path(path);
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| Failure::new(2, format!("{}: cannot read it: {e}", file.display())))?;
+    // The validation every reader of a result runs (report, compare, regress): a document
+    // they would refuse is never stored, nor made a baseline.
+    dbio_core::summary::read_step_set(&file)?;
+    let text = dbio_core::input::read_bounded(&file, dbio_core::input::DOCUMENT_MAX_BYTES)
+        .map_err(|e| Failure::new(2, format!("{}: {e}", file.display())))?;
     let tag = resolve_tag(tag, |k| std::env::var(k).ok());
     let record = parse_document(&text, &file.display().to_string(), tag)?;
     match store.add(&record, &text)? {
@@ -250,7 +253,7 @@ fn add_one(
             Ok(true)
         }
         Added::Duplicate(id) => {
-            eprintln!(
+            errln!(
                 "dbio: error: {}: the same result is already recorded as run #{id} in {} (same SHA-256 of its content); not added again",
                 file.display(),
                 store.describe()
@@ -280,7 +283,7 @@ pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result
         })?;
         let note = |text: &str| {
             if !quiet {
-                eprintln!("{text}");
+                errln!("{text}");
             }
         };
         add_one(store.as_mut(), &document, tag.as_deref(), &note)?;
@@ -314,7 +317,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             let mut s = dbio_history::open(store.spec())?;
             let mut refused = 0;
             for path in &results {
-                if !add_one(s.as_mut(), path, tag.as_deref(), &|t| println!("{t}"))? {
+                if !add_one(s.as_mut(), path, tag.as_deref(), &|t| outln!("{t}"))? {
                     refused += 1;
                 }
             }
@@ -330,16 +333,22 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             if format == "json" {
                 let text = serde_json::to_string_pretty(&runs)
                     .map_err(|e| Failure::new(1, e.to_string()))?;
-                println!("{text}");
+                outln!("{text}");
                 return Ok(0);
             }
-            println!(
+            outln!(
                 "{:>5}  {:<20}  {:<4}  {:<12}  {:<8}  {:<11}  {:>5}  series",
-                "id", "started (UTC)", "kind", "tag", "status", "host", "steps"
+                "id",
+                "started (UTC)",
+                "kind",
+                "tag",
+                "status",
+                "host",
+                "steps"
             );
             for r in &runs {
                 let rec = &r.record;
-                println!(
+                outln!(
                     "{:>5}  {:<20}  {:<4}  {:<12}  {:<8}  {:<11}  {:>5}  {}",
                     r.id,
                     rec.started.format("%Y-%m-%d %H:%M:%S"),
@@ -351,7 +360,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     rec.identity.series
                 );
             }
-            println!("{} run(s) in {}", runs.len(), s.describe());
+            outln!("{} run(s) in {}", runs.len(), s.describe());
             Ok(0)
         }
         HistoryAction::Show {
@@ -367,7 +376,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                         format!("no run #{id} in {}: see `dbio history list`", s.describe()),
                     )
                 })?;
-                print!("{doc}");
+                crate::term::print_json_text(&doc);
                 return Ok(0);
             }
             let run = s.runs()?.into_iter().find(|r| r.id == id).ok_or_else(|| {
@@ -378,13 +387,13 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             })?;
             let rec = &run.record;
             let i = &rec.identity;
-            println!(
+            outln!(
                 "run #{id} ({}), recorded {}",
                 rec.kind.as_str(),
                 run.recorded_at.to_rfc3339()
             );
-            println!("  label:   {}\n  series:  {}", i.label, i.series);
-            println!(
+            outln!("  label:   {}\n  series:  {}", i.label, i.series);
+            outln!(
                 "  tag:     {}",
                 match (&i.tag, &i.tag_source) {
                     (Some(t), Some(src)) => format!("{t} (from {src})"),
@@ -392,22 +401,28 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     _ => "none".into(),
                 }
             );
-            println!("  status:  {}", rec.status.as_str());
-            println!(
+            outln!("  status:  {}", rec.status.as_str());
+            outln!(
                 "  window:  {} .. {}",
                 rec.started.to_rfc3339(),
                 rec.finished.to_rfc3339()
             );
-            println!("  host:    {}\n  target:  {}", i.host, i.target);
-            println!("  server:  {} ({})", i.server_version, i.server_version_num);
-            println!("  shape:   {}", i.shape);
-            println!("  content: sha256 {}", rec.content_sha256);
-            println!(
+            outln!("  host:    {}\n  target:  {}", i.host, i.target);
+            outln!("  server:  {} ({})", i.server_version, i.server_version_num);
+            outln!("  shape:   {}", i.shape);
+            outln!("  content: sha256 {}", rec.content_sha256);
+            outln!(
                 "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12}",
-                "step", "status", "DB read/s", "device r/s", "client op/s", "p99 µs", "DB lat µs"
+                "step",
+                "status",
+                "DB read/s",
+                "device r/s",
+                "client op/s",
+                "p99 µs",
+                "DB lat µs"
             );
             for f in &rec.steps {
-                println!(
+                outln!(
                     "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12}",
                     f.step,
                     f.status.as_str(),
@@ -446,14 +461,14 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 ));
             }
             let checks = check::check(&check::series_of(&runs), &o);
-            print!("{}", check::render_text(&checks));
+            out!("{}", check::render_text(&checks));
             if let Some(path) = junit {
                 dbio_core::output::write_atomic(&path, check::render_junit(&checks).as_bytes())
                     .map_err(|e| {
                         Failure::new(1, format!("cannot write {}: {e}", path.display()))
                     })?;
                 if !quiet {
-                    eprintln!("history: JUnit XML written to {}", path.display());
+                    errln!("history: JUnit XML written to {}", path.display());
                 }
             }
             Ok(if checks.iter().any(|c| c.regressed()) {
@@ -479,7 +494,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     Failure::new(1, format!("cannot write {}: {e}", path.display()))
                 })?;
             }
-            println!(
+            outln!(
                 "history: {} chart(s) of {} run(s); {} and {}",
                 r.charts.len(),
                 runs.len(),
