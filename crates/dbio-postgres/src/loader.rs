@@ -285,10 +285,12 @@ async fn decide(
             Ownership::Dbio(m) if m.prefix == plan.prefix && m.names(name) => Some(Identity {
                 id: m.id.clone(),
                 created_at: m.created_at.clone(),
+                // Trusted marks carry their schema's owner (marker::trust).
+                owner: m.owner.clone().unwrap_or_else(|| info.user.clone()),
             }),
             _ => None,
         })
-        .unwrap_or_else(Identity::fresh);
+        .unwrap_or_else(|| Identity::fresh(&info.user));
     let mut decisions = Vec::new();
     let mut foreign = Vec::new();
     let mut blocked = Vec::new();
@@ -310,6 +312,11 @@ async fn decide(
             Ownership::Foreign => {
                 foreign.push(name.clone());
                 continue;
+            }
+            Ownership::Forged(why) => {
+                return Err(PgError::Usage(format!(
+                    "schema {name}: {why}; choose another data.prefix (--prefix)"
+                )));
             }
             Ownership::Unreadable(why) => {
                 return Err(PgError::Usage(format!(
@@ -467,7 +474,7 @@ async fn load_schema(
     // and there is never an unmarked dbio schema.
     let mut begin = String::from("BEGIN;\n");
     if *create {
-        begin.push_str(&sql::create_schema(name));
+        begin.push_str(&sql::create_schema(name, &job.identity.owner));
         begin.push_str(";\n");
     }
     if replace.is_some() {

@@ -82,8 +82,14 @@ pub fn copy_in(schema: &str) -> String {
     fill(COPY_TEMPLATE, schema, None)
 }
 
-pub fn create_schema(schema: &str) -> String {
-    format!("CREATE SCHEMA {}", quote_ident(schema))
+/// A data set's schemas all have one owner, the data set's (whoever runs the setup that
+/// adds one): a mark counts only on a schema of that owner.
+pub fn create_schema(schema: &str, owner: &str) -> String {
+    format!(
+        "CREATE SCHEMA {} AUTHORIZATION {}",
+        quote_ident(schema),
+        quote_ident(owner)
+    )
 }
 
 pub fn comment_schema(schema: &str, comment: &str) -> String {
@@ -151,12 +157,14 @@ pub const SESSION_STATE: &str = "SELECT pg_catalog.pg_is_in_recovery(), \
      pg_catalog.current_setting('transaction_read_only')";
 
 /// Schemas by name with their comments (NULL comment = no comment).
-pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
+     pg_get_userbyid(n.nspowner)::text \
      FROM pg_namespace n WHERE n.nspname = ANY($1::text[])";
 
 /// Every schema whose comment may be a dbio mark (JSON or legacy); `marker` parses them strictly
 /// and the caller matches each to a data set by the prefix and number in the mark.
-pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
+     pg_get_userbyid(n.nspowner)::text \
      FROM pg_namespace n \
      WHERE obj_description(n.oid, 'pg_namespace') LIKE '{%dbio%' \
         OR obj_description(n.oid, 'pg_namespace') LIKE 'dbio {%' \

@@ -77,6 +77,9 @@ async fn teardown_target(
         for s in &plan.legacy {
             outln!("  not {s}: {}", legacy_note());
         }
+        for (s, why) in &plan.forged {
+            outln!("  not {s}: {why}");
+        }
         outln!("rerun with --yes to drop them");
         return Ok(1);
     }
@@ -95,7 +98,14 @@ async fn teardown_target(
     for s in &outcome.legacy {
         outln!("left {s}: {}", legacy_note());
     }
-    if outcome.dropped.is_empty() && outcome.kept.is_empty() && outcome.legacy.is_empty() {
+    for (s, why) in &outcome.forged {
+        outln!("left {s}: {why}");
+    }
+    if outcome.dropped.is_empty()
+        && outcome.kept.is_empty()
+        && outcome.legacy.is_empty()
+        && outcome.forged.is_empty()
+    {
         outln!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
     }
     Ok(0)
