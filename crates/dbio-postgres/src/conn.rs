@@ -17,7 +17,6 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, NoTls, Socket};
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use crate::dsn::ConnParams;
 use crate::dsn::{quote_value, service_params};
@@ -346,8 +345,11 @@ impl Target {
         let tls = TlsSettings::resolve(&TlsRequest {
             sslmode,
             sslrootcert: p.get("sslrootcert").map(str::to_string),
+            sslcrl: p.get("sslcrl").map(str::to_string),
+            sslcrldir: p.get("sslcrldir").map(str::to_string),
             sslcert: p.get("sslcert").map(str::to_string),
             sslkey: p.get("sslkey").map(str::to_string),
+            sslpassword: p.get("sslpassword").map(str::to_string),
             sslcertmode: p.get("sslcertmode").map(str::to_string),
             sslsni: p.get("sslsni").map(str::to_string),
             min_version: p.get("ssl_min_protocol_version").map(str::to_string),
@@ -542,9 +544,9 @@ impl Target {
         let mgr_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        Ok(match (&self.tls.config, mode) {
+        Ok(match (&self.tls.connector, mode) {
             (Some(tls), m) if m != SslMode::Disable && m != SslMode::Allow => {
-                Manager::from_config(cfg, MakeRustlsConnect::new((**tls).clone()), mgr_config)
+                Manager::from_config(cfg, tls.make_tls_connect(), mgr_config)
             }
             _ => Manager::from_config(cfg, NoTls, mgr_config),
         })
@@ -655,7 +657,7 @@ impl Target {
         application_name: &str,
     ) -> Result<(Client, SslMode)> {
         let mode = self.mode_for(host);
-        match (mode, &self.tls.config) {
+        match (mode, &self.tls.connector) {
             (SslMode::Disable, _) | (_, None) => {
                 let cfg = self.pg_config(host, application_name, SslMode::Disable);
                 self.attempt(host, cfg, NoTls)
@@ -669,7 +671,7 @@ impl Target {
                     // The server refused plaintext (pg_hba hostssl): try TLS.
                     Err(PgError::Connect { cause, .. }) if cause.contains("SQLSTATE") => {
                         let cfg = self.pg_config(host, application_name, SslMode::Require);
-                        let tls = MakeRustlsConnect::new((**tls).clone());
+                        let tls = tls.make_tls_connect();
                         self.attempt(host, cfg, tls)
                             .await
                             .map(|c| (c, SslMode::Require))
@@ -679,7 +681,7 @@ impl Target {
             }
             (mode, Some(tls)) => {
                 let cfg = self.pg_config(host, application_name, mode);
-                let tls = MakeRustlsConnect::new((**tls).clone());
+                let tls = tls.make_tls_connect();
                 self.attempt(host, cfg, tls).await.map(|c| (c, mode))
             }
         }
