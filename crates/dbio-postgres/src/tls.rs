@@ -573,24 +573,25 @@ fn client_certificate(
         ))
     })?;
     let password = req.sslpassword.clone().unwrap_or_default();
-    let key = PKey::private_key_from_pem_callback(&pem, |buf| {
-        let n = password.len().min(buf.len());
-        buf[..n].copy_from_slice(&password.as_bytes()[..n]);
-        Ok(n)
-    })
-    .or_else(|_| PKey::private_key_from_der(&pem))
-    .map_err(|e| {
-        PgError::Usage(format!(
-            "could not load private key file \"{}\": {}{}",
-            key_path.display(),
-            openssl_reason(&e),
-            if req.sslpassword.is_none() {
-                " (an encrypted key needs its passphrase in sslpassword)"
-            } else {
-                ""
-            }
-        ))
-    })?;
+    if password.contains('\0') {
+        return Err(PgError::Usage("sslpassword holds a NUL character".into()));
+    }
+    // The passphrase is handed to OpenSSL as libpq's callback hands it (an empty one when
+    // sslpassword is not set): OpenSSL never prompts. A DER key is read as libpq reads it.
+    let key = PKey::private_key_from_pem_passphrase(&pem, password.as_bytes())
+        .or_else(|e| PKey::private_key_from_der(&pem).map_err(|_| e))
+        .map_err(|e| {
+            PgError::Usage(format!(
+                "could not load private key file \"{}\": {}{}",
+                key_path.display(),
+                openssl_reason(&e),
+                if req.sslpassword.is_none() {
+                    " (an encrypted key needs its passphrase in sslpassword)"
+                } else {
+                    ""
+                }
+            ))
+        })?;
     b.set_private_key(&key)
         .and_then(|()| b.check_private_key())
         .map_err(|e| {
