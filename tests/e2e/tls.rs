@@ -712,3 +712,50 @@ async fn tls_outcomes_match_psql_row_by_row() {
             && table.iter().any(|r| r.contains("psql false"))
     );
 }
+
+// Seen: the PostgreSQL results store ignored PGSSLMODE=require and verify-full and sent the
+// password in cleartext (its connection used NoTls).
+#[test]
+fn the_results_store_under_sslmode_require_sends_no_password_to_a_server_without_tls() {
+    let fake = NoTlsServer::start();
+    let secret = "Store-Secret-8";
+    let url = format!(
+        "postgresql://bench:{secret}@127.0.0.1:{}/postgres",
+        fake.port
+    );
+    for (store, env) in [
+        (format!("{url}?sslmode=require"), vec![]),
+        (url.clone(), vec![("PGSSLMODE", "require")]),
+        (
+            format!("{url}?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem"),
+            vec![],
+        ),
+    ] {
+        let o = dbio_tests::dbio_env(&["history", "list", "--store", &store], &env);
+        assert_exit(&o, 2);
+        let e = stderr(&o);
+        assert!(!e.contains(secret), "{e}");
+        assert!(
+            e.contains("server does not support SSL, but SSL was required")
+                || e.contains("root certificate file \"/nonexistent/ca.pem\" does not exist"),
+            "{e}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let got = fake.received.lock().unwrap().clone();
+    assert!(
+        !got.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the password reached the server: {got:?}"
+    );
+    let ssl_request = [0u8, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let connections = *fake.connections.lock().unwrap();
+    assert_eq!(
+        connections, 2,
+        "verify-full with a missing root file never connects"
+    );
+    assert_eq!(
+        got,
+        ssl_request.repeat(2),
+        "an SSL request and nothing else"
+    );
+}

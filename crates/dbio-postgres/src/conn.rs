@@ -648,6 +648,31 @@ impl Target {
         }
     }
 
+    /// The sslmode of the first attempt on `host` and, for sslmode=allow, of the second (TLS,
+    /// when the server refused plaintext): Unix sockets and a target without TLS settings
+    /// are plaintext only.
+    fn attempts(&self, host: &HostSpec) -> (SslMode, Option<SslMode>) {
+        match (self.mode_for(host), &self.tls.connector) {
+            (SslMode::Disable, _) | (_, None) => (SslMode::Disable, None),
+            (SslMode::Allow, Some(_)) => (SslMode::Disable, Some(SslMode::Require)),
+            (mode, Some(_)) => (mode, None),
+        }
+    }
+
+    /// The TLS connector an attempt in `mode` uses; None for plaintext.
+    fn connector_for(&self, mode: SslMode) -> Option<&crate::tls::Connector> {
+        match mode {
+            SslMode::Disable | SslMode::Allow => None,
+            _ => self.tls.connector.as_ref(),
+        }
+    }
+
+    /// A failed attempt after which sslmode=allow tries TLS: the server answered and refused
+    /// (pg_hba hostssl), as opposed to not answering at all.
+    fn refused_plaintext(e: &PgError) -> bool {
+        matches!(e, PgError::Connect { cause, .. } if cause.contains("SQLSTATE"))
+    }
+
     /// One server, with the sslmode's attempts (allow: plaintext, then TLS; the others one
     /// attempt). The second value is the sslmode that worked (allow becomes disable or
     /// require).
@@ -656,35 +681,73 @@ impl Target {
         host: &HostSpec,
         application_name: &str,
     ) -> Result<(Client, SslMode)> {
-        let mode = self.mode_for(host);
-        match (mode, &self.tls.connector) {
-            (SslMode::Disable, _) | (_, None) => {
-                let cfg = self.pg_config(host, application_name, SslMode::Disable);
-                self.attempt(host, cfg, NoTls)
-                    .await
-                    .map(|c| (c, SslMode::Disable))
+        let (first, retry) = self.attempts(host);
+        let once = |mode: SslMode| async move {
+            let cfg = self.pg_config(host, application_name, mode);
+            match self.connector_for(mode) {
+                Some(tls) => self.attempt(host, cfg, tls.make_tls_connect()).await,
+                None => self.attempt(host, cfg, NoTls).await,
             }
-            (SslMode::Allow, Some(tls)) => {
-                let cfg = self.pg_config(host, application_name, SslMode::Disable);
-                match self.attempt(host, cfg, NoTls).await {
-                    Ok(c) => Ok((c, SslMode::Disable)),
-                    // The server refused plaintext (pg_hba hostssl): try TLS.
-                    Err(PgError::Connect { cause, .. }) if cause.contains("SQLSTATE") => {
-                        let cfg = self.pg_config(host, application_name, SslMode::Require);
-                        let tls = tls.make_tls_connect();
-                        self.attempt(host, cfg, tls)
-                            .await
-                            .map(|c| (c, SslMode::Require))
+        };
+        match (once(first).await, retry) {
+            (Err(e), Some(tls)) if Self::refused_plaintext(&e) => once(tls).await.map(|c| (c, tls)),
+            (r, _) => r.map(|c| (c, first)),
+        }
+    }
+
+    /// A blocking connection (the `postgres` crate) through the same host list, sslmode
+    /// attempts, TLS, password file and errors as [`Target::connect`]: the results store's.
+    /// Call it off the async runtime (a blocking thread).
+    pub fn connect_blocking(&self, application_name: &str) -> Result<postgres::Client> {
+        let mut failures: Vec<(HostSpec, PgError)> = Vec::new();
+        for attrs in self.session_attrs.passes() {
+            for host in &self.hosts {
+                let one = self.pinned_to(host);
+                let (first, retry) = self.attempts(host);
+                let once = |mode: SslMode| {
+                    let cfg = postgres::Config::from(self.pg_config(host, application_name, mode));
+                    let connected = match self.connector_for(mode) {
+                        Some(tls) => cfg.connect(tls.make_tls_connect()),
+                        None => cfg.connect(NoTls),
+                    };
+                    connected.map_err(|e| one.connect_error(&e))
+                };
+                let connected = match (once(first), retry) {
+                    (Err(e), Some(tls)) if Self::refused_plaintext(&e) => once(tls),
+                    (r, _) => r,
+                };
+                let mut client = match connected {
+                    Ok(c) => c,
+                    Err(e) => {
+                        failures.push((host.clone(), e));
+                        continue;
                     }
-                    Err(e) => Err(e),
+                };
+                if *attrs != SessionAttrs::Any {
+                    let fits = match client.query_one(sql::SESSION_STATE, &[]) {
+                        Ok(r) => match (r.try_get::<_, bool>(0), r.try_get::<_, String>(1)) {
+                            (Ok(recovery), Ok(ro)) => attrs.check(recovery, ro == "on"),
+                            _ => Err("cannot read the server's state".into()),
+                        },
+                        Err(e) => Err(source_chain(&e)),
+                    };
+                    if let Err(why) = fits {
+                        failures.push((host.clone(), self.attrs_mismatch(host, why)));
+                        continue;
+                    }
                 }
-            }
-            (mode, Some(tls)) => {
-                let cfg = self.pg_config(host, application_name, mode);
-                let tls = tls.make_tls_connect();
-                self.attempt(host, cfg, tls).await.map(|c| (c, mode))
+                client
+                    .batch_execute(crate::sql::OWN_SETTINGS)
+                    .map_err(|e| {
+                        PgError::from_db(
+                            "setting dbio's own statement_timeout and idle timeouts",
+                            &e,
+                        )
+                    })?;
+                return Ok(client);
             }
         }
+        Err(self.all_failed(failures))
     }
 
     async fn attempt<T>(
