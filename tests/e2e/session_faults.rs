@@ -542,3 +542,39 @@ async fn a_session_error_keeps_the_servers_detail_and_hint() {
     let report = std::fs::read_to_string(out.path().join("report.txt")).unwrap();
     assert!(report.contains("HINT: drop trigger e2e_refuse"), "{report}");
 }
+
+// Connect-time errors from tokio-postgres kept the server's message but lost its DETAIL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 (login event triggers)"
+)]
+async fn a_refused_connection_keeps_the_servers_detail_and_hint() {
+    let pg = TestCluster::start_pg17(16, &[]);
+    let c = pg.client().await;
+    c.batch_execute(
+        "CREATE ROLE bench LOGIN; \
+         CREATE FUNCTION no_login() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF current_user = 'bench' THEN RAISE EXCEPTION 'no logins now' \
+             USING DETAIL = 'maintenance window', HINT = 'come back at six'; END IF; END $$; \
+         CREATE EVENT TRIGGER no_login ON login EXECUTE FUNCTION no_login()",
+    )
+    .await
+    .unwrap();
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=bench dbname=postgres",
+        pg.cluster.state.port
+    );
+    let o = dbio(&["teardown", "--dsn", &dsn]);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("DETAIL: maintenance window") && e.contains("HINT: come back at six"),
+        "{e}"
+    );
+    let target = dbio_postgres::Target::from_dsn(&dsn).unwrap();
+    let Err(e) = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") else {
+        panic!("a session connected past the login trigger");
+    };
+    assert!(e.to_string().contains("DETAIL: maintenance window"), "{e}");
+}

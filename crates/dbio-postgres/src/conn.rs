@@ -813,13 +813,20 @@ impl Target {
 
     fn connect_error(&self, e: &tokio_postgres::Error) -> PgError {
         match e.as_db_error() {
-            Some(db) => self.server_refused(db.code().code(), db.message()),
+            Some(db) => self.server_refused(db.code().code(), db.message(), db.detail(), db.hint()),
             None => self.unreachable(source_chain(e)),
         }
     }
 
     /// The server answered and refused the connection.
-    pub(crate) fn server_refused(&self, code: &str, message: &str) -> PgError {
+    /// The server's DETAIL and HINT are kept in the cause, as for any statement's error.
+    pub(crate) fn server_refused(
+        &self,
+        code: &str,
+        message: &str,
+        detail: Option<&str>,
+        server_hint: Option<&str>,
+    ) -> PgError {
         let hint = match code {
             "28000" if message.contains("no encryption") => format!(
                 "pg_hba.conf has no entry for a plaintext connection (it may accept only hostssl): connect with sslmode=require (or verify-full) instead of sslmode={}",
@@ -829,7 +836,7 @@ impl Target {
         };
         PgError::Connect {
             target: self.redacted(),
-            cause: format!("{message} (SQLSTATE {code})"),
+            cause: crate::error::server_words(message, code, None, detail, server_hint),
             hint,
         }
     }
