@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, require_root, stderr, stdout};
+use dbio_tests::{TestCluster, assert_exit, dbio, require_root, stderr, stdout};
 
 fn error_line(o: &std::process::Output) -> String {
     stderr(o)

@@ -2,11 +2,11 @@
 //! figures against the test's own reading of the same views, the warnings that keep them
 //! honest, the sampler, and the device statistics.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, require_root,
+    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, require_root,
 };
 use serde_json::Value;
 

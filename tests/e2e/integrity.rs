@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, dbio, dbio_bin, is_root, read_result, stderr, wait_no_dbio_sessions,
+    TestCluster, assert_exit, dbio, is_root, read_result, stderr, wait_no_dbio_sessions,
 };
 use serde_json::Value;
 

@@ -1,9 +1,9 @@
 //! No dbio work left on the server after dbio itself is gone.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, dbio_bin};
+use dbio_tests::TestCluster;
 
 /// Starts a `--engine server` run of 10 minutes, SIGKILLs dbio once the loops run, and
 /// returns how long the server took to end them.

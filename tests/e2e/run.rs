@@ -1,12 +1,10 @@
 //! `dbio run` against a real server: the client's counts against the server's own counters,
 //! exact work loops, hot spots, Ctrl-C, and refused combinations.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{
-    TestCluster, assert_exit, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions,
-};
+use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";

@@ -10,8 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result,
-    require_root, stderr,
+    TestCluster, assert_exit, assert_valid_result, dbio, is_root, read_result, require_root, stderr,
 };
 
 /// A folder on the real disk (not tmpfs): calibrate needs O_DIRECT.

@@ -5,11 +5,11 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, stderr,
+    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, stderr,
     wait_no_dbio_sessions,
 };
 use serde_json::Value;

@@ -561,7 +561,15 @@ async fn tls_outcomes_match_psql_row_by_row() {
     let enc = encrypted.display().to_string();
     let key = client_key_file.display().to_string();
     // name, server certificate and key, host, sslrootcert, extra keywords, client key.
-    let rows: Vec<(&str, (String, String), &str, &Path, String, &str)> = vec![
+    type Row<'a> = (
+        &'a str,
+        (String, String),
+        &'a str,
+        &'a Path,
+        String,
+        &'a str,
+    );
+    let rows: Vec<Row> = vec![
         (
             "CA + leaf",
             good.clone(),

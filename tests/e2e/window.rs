@@ -2,10 +2,10 @@
 //! what is in flight at its end is cancelled and excluded, and database rates divide by the
 //! interval their counters really cover.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{TestCluster, dbio, num, read_result, stderr, wait_no_dbio_sessions};
 
 /// idx_scan of user1.cf1 once no dbio session is left.
 async fn idx_scan(c: &tokio_postgres::Client) -> i64 {

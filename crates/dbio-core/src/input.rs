@@ -65,7 +65,7 @@ pub fn refuse_overwriting_inputs(inputs: &[PathBuf], outputs: &[PathBuf]) -> Res
         let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
         let dir = parent
             .map(std::fs::canonicalize)
-            .unwrap_or_else(|| std::env::current_dir());
+            .unwrap_or_else(std::env::current_dir);
         dir.ok().zip(p.file_name()).map(|(d, n)| d.join(n))
     };
     for out in outputs {
@@ -112,10 +112,11 @@ mod tests {
         std::fs::hard_link(&a, &b).unwrap();
         let c = dir.path().join("c.json");
         std::fs::write(&c, "{}").unwrap();
-        assert!(refuse_same_file_twice(&[a.clone(), c.clone()]).is_ok());
+        assert!(refuse_same_file_twice(&[a.clone(), c]).is_ok());
         assert!(refuse_same_file_twice(&[a.clone(), b.clone()]).is_err());
-        assert!(refuse_overwriting_inputs(&[a.clone()], &[b.clone()]).is_err());
-        assert!(refuse_overwriting_inputs(&[a.clone()], &[dir.path().join("./a.json")]).is_err());
-        assert!(refuse_overwriting_inputs(&[a], &[dir.path().join("new.json")]).is_ok());
+        let inputs = std::slice::from_ref(&a);
+        assert!(refuse_overwriting_inputs(inputs, &[b]).is_err());
+        assert!(refuse_overwriting_inputs(inputs, &[dir.path().join("./a.json")]).is_err());
+        assert!(refuse_overwriting_inputs(inputs, &[dir.path().join("new.json")]).is_ok());
     }
 }

@@ -595,6 +595,21 @@ pub fn role_rights(major: i32) -> String {
 /// The cluster's identity (pg_control_system() is executable by PUBLIC), as text.
 pub const SYSTEM_IDENTIFIER: &str = "SELECT system_identifier::text FROM pg_control_system()";
 
+/// The connection slots setup's loaders may take: max_connections less the slots reserved
+/// for superusers (and, 16+, reserved_connections) and the client backends already there;
+/// the role's and the database's CONNECTION LIMIT and their sessions (-1: no limit).
+pub const CONNECTION_SLOTS: &str = "SELECT current_setting('max_connections')::int, \
+     current_setting('superuser_reserved_connections')::int, \
+     coalesce(current_setting('reserved_connections', true), '0')::int, \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int, \
+     (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user), \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
+        AND usename = current_user)::int, \
+     (SELECT datconnlimit FROM pg_database WHERE datname = current_database()), \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
+        AND datname = current_database())::int, \
+     coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,18 +698,3 @@ mod tests {
         assert!(copy_in("s").contains("c9)"));
     }
 }
-
-/// The connection slots setup's loaders may take: max_connections less the slots reserved
-/// for superusers (and, 16+, reserved_connections) and the client backends already there;
-/// the role's and the database's CONNECTION LIMIT and their sessions (-1: no limit).
-pub const CONNECTION_SLOTS: &str = "SELECT current_setting('max_connections')::int, \
-     current_setting('superuser_reserved_connections')::int, \
-     coalesce(current_setting('reserved_connections', true), '0')::int, \
-     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int, \
-     (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user), \
-     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
-        AND usename = current_user)::int, \
-     (SELECT datconnlimit FROM pg_database WHERE datname = current_database()), \
-     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
-        AND datname = current_database())::int, \
-     coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)";
