@@ -358,6 +358,14 @@ impl Target {
             home,
         })?;
         check_fixed_choices(&p)?;
+        // libpq checks the certificate against `host`, never `hostaddr`.
+        if tls.mode == SslMode::VerifyFull
+            && hosts.iter().any(|h| h.host.is_empty() && !h.is_unix())
+        {
+            return Err(PgError::Usage(
+                "host name must be specified for a verified SSL connection: add host=NAME (the name the server's certificate was issued for) beside hostaddr, or use sslmode=verify-ca".into(),
+            ));
+        }
         let session_attrs = match p.get("target_session_attrs") {
             Some(v) => SessionAttrs::parse(v)?,
             None => SessionAttrs::Any,
