@@ -337,6 +337,9 @@ impl TlsSettings {
         b.set_min_proto_version(Some(min))
             .and_then(|()| b.set_max_proto_version(max))
             .map_err(|e| usage("TLS protocol versions", e))?;
+        // One read per record instead of two (its 5-byte header, then its body): one
+        // recv(2) fewer per answer on the measured sessions' hot path.
+        b.set_read_ahead(true);
         let verify = matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull);
         // Only what sslrootcert names is trusted (the connector's default system paths are
         // replaced), as libpq loads only that file.
