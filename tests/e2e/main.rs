@@ -10,6 +10,7 @@ mod dataset;
 mod deploy;
 mod faults;
 mod flash_vs_disk;
+mod gate;
 mod history;
 mod host;
 mod integrity;

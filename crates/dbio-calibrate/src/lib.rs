@@ -179,6 +179,7 @@ pub fn calibrate(
             o.large * 16 + base
         )));
     }
+    let started = chrono::Utc::now();
     let mut points = Vec::new();
     let mut status = CalibrationStatus::Ok;
     for &level in &o.levels {
@@ -242,6 +243,12 @@ pub fn calibrate(
         write_pct: o.write_pct,
         seconds_per_point: o.duration.as_secs_f64(),
         points,
+        started: Some(started),
+        finished: Some(chrono::Utc::now()),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string()),
+        dbio_version: Some(env!("CARGO_PKG_VERSION").to_string()),
     })
 }
 

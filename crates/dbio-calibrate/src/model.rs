@@ -49,6 +49,17 @@ pub struct Calibration {
     pub write_pct: u32,
     pub seconds_per_point: f64,
     pub points: Vec<Point>,
+    /// When the measurement started and ended (UTC); null in files of older dbio versions.
+    /// `dbio history` needs them to place the calibration among the nights.
+    #[serde(default)]
+    pub started: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default)]
+    pub finished: Option<chrono::DateTime<chrono::Utc>>,
+    /// The host that measured, and the dbio version.
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub dbio_version: Option<String>,
 }
 
 impl Calibration {

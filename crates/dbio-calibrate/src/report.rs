@@ -118,6 +118,10 @@ mod tests {
             direct_io: true,
             write_pct: 0,
             seconds_per_point: 1.0,
+            started: None,
+            finished: None,
+            host: None,
+            dbio_version: None,
             points: vec![
                 Point {
                     level: 1,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, SessionLoop};
+use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, SessionLoop, Snapshots};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -276,6 +276,8 @@ pub enum Command {
         /// Write into a result folder that already holds files, replacing those of the same name.
         #[arg(long)]
         overwrite: bool,
+        #[command(flatten)]
+        record: crate::cmd::history::RecordArgs,
     },
 
     /// Print the effective configuration with the source of every value (flag, environment,
@@ -470,6 +472,11 @@ pub struct RunArgs {
     /// Wait-sampler period [config: collector.sample_period; default 100ms]
     #[arg(long, value_name = "DUR")]
     pub sample_period: Option<Dur>,
+    /// Oracle: repository snapshots around the window, SLOB's DATABASE_STATISTICS_TYPE: awr
+    /// (where the Diagnostics Pack is enabled; else refused with the reason, and Statspack
+    /// taken when installed), statspack, auto or none [config: collector.snapshots; default none]
+    #[arg(long, value_name = "KIND", value_parser = ["none", "awr", "statspack", "auto"])]
+    pub snapshots: Option<String>,
     /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
@@ -596,6 +603,14 @@ impl RunArgs {
         }
         if let Some(v) = self.sample_period {
             c.collector.sample_period = v;
+        }
+        if let Some(v) = &self.snapshots {
+            c.collector.snapshots = match v.as_str() {
+                "awr" => Snapshots::Awr,
+                "statspack" => Snapshots::Statspack,
+                "auto" => Snapshots::Auto,
+                _ => Snapshots::None,
+            };
         }
         let r = &mut c.run;
         if let Some(v) = &self.engine {

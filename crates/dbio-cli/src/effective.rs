@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use dbio_core::Config;
+use dbio_core::config::Database;
 use serde_json::Value;
 
 use crate::Failure;
@@ -388,7 +389,12 @@ pub fn with_sources(
     let mut all = Vec::new();
     leaves("", &after, &mut all);
     let pg = pg_environment();
+    let oracle = l.effective.engine == Database::Oracle;
     for (key, mut value) in all {
+        if oracle && key == "target.dsn" {
+            out.push(oracle_target(&l, value));
+            continue;
+        }
         if key.starts_with("target.dsns") {
             if let Value::String(dsn) = &value {
                 value = Value::String(redact(dsn));
@@ -441,6 +447,28 @@ pub fn with_sources(
     }
     out.extend(l.command_only);
     Ok((l.effective, out))
+}
+
+/// engine: oracle's target.dsn as `admin_target` resolves it (--dsn > DBIO_ORACLE_DSN >
+/// target.dsn), shown as `user@connect`, never the password; neither the PG* environment nor
+/// a scratch cluster is an Oracle target.
+fn oracle_target(l: &Layers, file_value: Value) -> Setting {
+    let env = std::env::var("DBIO_ORACLE_DSN")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let (value, source) = match (&l.dsn, env, file_value) {
+        (Some(flag), _, _) => (
+            Value::String(dbio_oracle::redact(flag)),
+            Source::Flag("--dsn".into()),
+        ),
+        (None, Some(e), _) => (
+            Value::String(dbio_oracle::redact(&e)),
+            Source::Environment("DBIO_ORACLE_DSN".into()),
+        ),
+        (None, None, Value::String(d)) => (Value::String(dbio_oracle::redact(&d)), Source::File),
+        (None, None, v) => (v, Source::Default),
+    };
+    ("target.dsn".into(), value, source)
 }
 
 /// A DSN without its password.
@@ -570,5 +598,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    // Regression: `dbio config` showed an Oracle DSN as "(not a valid DSN)".
+    #[test]
+    fn an_oracle_target_is_shown_without_its_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("o.yaml");
+        std::fs::write(
+            &file,
+            "engine: oracle\ntarget:\n  dsn: \"system/secret@//db:1521/ORCLPDB1\"\n",
+        )
+        .unwrap();
+        let row = |rows: &[Setting]| {
+            rows.iter()
+                .find(|(k, _, _)| k == "target.dsn")
+                .map(|(_, v, s)| (v.clone(), s.clone()))
+                .unwrap()
+        };
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (_, rows) = with_sources(
+            &args(&["check", "--dsn", "bench/pw@//other:1521/SALES"]),
+            Some(file.clone()),
+        )
+        .unwrap();
+        assert_eq!(
+            row(&rows),
+            (
+                Value::String("bench@//other:1521/SALES".into()),
+                Source::Flag("--dsn".into())
+            )
+        );
+        if std::env::var_os("DBIO_ORACLE_DSN").is_none() {
+            let (_, rows) = with_sources(&args(&["check"]), Some(file)).unwrap();
+            assert_eq!(
+                row(&rows),
+                (
+                    Value::String("system@//db:1521/ORCLPDB1".into()),
+                    Source::File
+                )
+            );
+        }
+        let table = render_sources(&rows);
+        assert!(
+            !table.contains("secret") && !table.contains("not a valid DSN"),
+            "{table}"
+        );
     }
 }

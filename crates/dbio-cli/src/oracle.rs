@@ -31,7 +31,66 @@ pub fn admin_target(config: &Config, flag: Option<&str>) -> Result<ConnectString
     Ok(ConnectString::parse(&dsn, env("DBIO_ORACLE_PASSWORD"))?)
 }
 
-/// Runs blocking Oracle work off the async runtime's threads.
+/// How long setup, check and teardown wait, after an interrupt broke their statements, for the
+/// server to answer the break before dbio stops waiting.
+#[cfg(feature = "oracle")]
+const BREAK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs blocking Oracle work off the async runtime's threads, stopping it at Ctrl-C (SIGTERM,
+/// SIGHUP) through the CLI's own signal handling: the first interrupt breaks the statements in
+/// flight (`breaker`) and waits up to [`BREAK_WAIT`] for the work to stop and say what it left;
+/// a second one, or the deadline, ends the wait at once. Exit 1 when interrupted.
+#[cfg(feature = "oracle")]
+async fn interruptible<T: Send + 'static>(
+    what: &str,
+    breaker: dbio_oracle::client::Breaker,
+    f: impl FnOnce(&dbio_oracle::client::Breaker) -> Result<T, OracleError> + Send + 'static,
+) -> Result<T, Failure> {
+    let interrupts = crate::signals::interrupts();
+    let b = breaker.clone();
+    let mut work = tokio::task::spawn_blocking(move || f(&b));
+    let joined = |r: Result<Result<T, OracleError>, tokio::task::JoinError>| match r {
+        Ok(r) => r.map_err(Failure::from),
+        Err(e) => Err(Failure::new(
+            1,
+            format!("an Oracle task ended abnormally: {e}"),
+        )),
+    };
+    let by = tokio::select! {
+        r = &mut work => return joined(r),
+        by = interrupts.clone().reached(1) => by,
+    };
+    errln!(
+        "dbio: {by}: stopping {what}: breaking the statement in flight (a second {by} stops waiting)"
+    );
+    let b = breaker.clone();
+    let _ = tokio::task::spawn_blocking(move || b.stop(by)).await;
+    tokio::select! {
+        r = &mut work => match joined(r) {
+            // Its last statement ended before the break reached it: the work is done.
+            Ok(v) => {
+                errln!("dbio: {what} had finished when {by} arrived");
+                Ok(v)
+            }
+            Err(f) => Err(Failure::new(1, f.message)),
+        },
+        _ = tokio::time::sleep(BREAK_WAIT) => Err(Failure::new(
+            1,
+            format!(
+                "{what} interrupted by {by}; the server did not answer the break within {}s, so dbio stopped \
+                 waiting: what was in flight stays recorded in dbio's catalog, and the next `dbio {what}` resumes or \
+                 reports it",
+                BREAK_WAIT.as_secs()
+            ),
+        )),
+        by2 = interrupts.reached(2) => Err(Failure::new(
+            1,
+            format!("{what} interrupted by {by}, then {by2}: dbio stopped waiting for the server"),
+        )),
+    }
+}
+
+/// Runs blocking Oracle work (the server's facts) off the async runtime's threads.
 #[cfg(feature = "oracle")]
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, OracleError> + Send + 'static,
@@ -51,12 +110,19 @@ mod enabled {
     use dbio_core::bench::{self, Calibrate, RampOutcome, RampProgress};
     use dbio_core::result::RunResult;
     use dbio_oracle::backend::{OracleBackend, cache_warning, facts, timeouts};
-    use dbio_oracle::client;
+    use dbio_oracle::client::{self, Breaker};
 
     use super::*;
     use crate::cmd::RunOutput;
 
+    fn print(line: &str) {
+        outln!("{line}");
+    }
+
     pub async fn setup(config: &Config, admin: ConnectString, force: bool) -> Result<u8, Failure> {
+        // dbio's signal handlers first: the Oracle client's own are undone where it installs
+        // them (dbio_oracle::signals).
+        crate::signals::interrupts();
         let (facts, plan) = {
             let (c, a) = (config.clone(), admin.clone());
             blocking(move || facts(&c, &a)).await?
@@ -75,40 +141,45 @@ mod enabled {
             errln!("warning: {w}");
         }
         let t = timeouts(config);
-        let lines = blocking(move || client::setup(&admin, &plan, &facts, force, &t)).await?;
-        for l in lines {
-            outln!("{l}");
-        }
+        interruptible("setup", Breaker::new(), move |b| {
+            client::setup(&admin, &plan, &facts, force, &t, b, &print)
+        })
+        .await?;
         Ok(0)
     }
 
     pub async fn check(config: &Config, admin: ConnectString) -> Result<u8, Failure> {
-        let (_, plan) = {
+        crate::signals::interrupts();
+        let (facts, plan) = {
             let (c, a) = (config.clone(), admin.clone());
             blocking(move || facts(&c, &a)).await?
         };
         let t = timeouts(config);
-        let (ok, lines) = blocking(move || client::check(&admin, &plan, &t)).await?;
-        for l in lines {
-            outln!("{l}");
-        }
+        let ok = interruptible("check", Breaker::new(), move |b| {
+            client::check(&admin, &plan, &facts, &t, b, &print)
+        })
+        .await?;
         Ok(if ok { 0 } else { 1 })
     }
 
     /// Without `yes`, lists what would be dropped and exits 1, as on PostgreSQL.
     pub async fn teardown(config: &Config, admin: ConnectString, yes: bool) -> Result<u8, Failure> {
+        crate::signals::interrupts();
         let prefix = config.data.prefix.clone();
         let t = timeouts(config);
-        let lines = blocking(move || client::teardown(&admin, &prefix, yes, &t)).await?;
-        if lines.is_empty() {
+        let found = interruptible("teardown", Breaker::new(), move |b| {
+            client::teardown(&admin, &prefix, yes, &t, b, &print)
+        })
+        .await?;
+        if !found {
             outln!(
-                "nothing to drop: no users {}<n> made by dbio",
+                "nothing to drop: no data set of prefix {} recorded by dbio",
                 config.data.prefix.to_uppercase()
             );
             return Ok(0);
         }
-        for l in lines {
-            outln!("{l}");
+        if !yes {
+            outln!("rerun with --yes to drop them");
         }
         Ok(if yes { 0 } else { 1 })
     }

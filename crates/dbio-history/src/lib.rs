@@ -29,6 +29,16 @@ pub fn open(spec: &str) -> Result<Box<dyn HistoryStore>, HistoryError> {
     }
 }
 
+/// Opens an existing store to read it: nothing is created or migrated, so a read-only file,
+/// folder or role is enough.
+pub fn open_read(spec: &str) -> Result<Box<dyn HistoryStore>, HistoryError> {
+    if spec.starts_with("postgresql://") || spec.starts_with("postgres://") {
+        Ok(Box::new(PgStore::open_read(spec)?))
+    } else {
+        Ok(Box::new(SqliteStore::open_read(Path::new(spec))?))
+    }
+}
+
 /// The latest schema version this dbio writes.
 pub fn schema_version() -> i64 {
     sql::SQLITE_MIGRATIONS

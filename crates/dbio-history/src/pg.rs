@@ -5,7 +5,9 @@
 //! `Target`): the password from the URL, `$PGPASSWORD` or the password file, TLS as sslmode
 //! asks; the password is never printed.
 
-use dbio_core::history::{Added, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun};
+use dbio_core::history::{
+    Action, Added, Decision, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun,
+};
 use postgres::Client;
 
 use crate::rows::{RunRow, StepRow, assemble, json_text, status};
@@ -14,15 +16,62 @@ use crate::sql;
 pub struct PgStore {
     name: String,
     client: Client,
+    /// The schema version (the latest once migrated; a read-only store may be older).
+    version: i64,
 }
 
 impl PgStore {
+    /// Connects, creating the schema or migrating it when needed.
+    pub fn open(url: &str) -> Result<PgStore, HistoryError> {
+        let mut store = PgStore::connect(url)?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Connects to read only: nothing is created or migrated (a role with SELECT alone reads
+    /// the store); a schema at an older version reads with the columns it has.
+    pub fn open_read(url: &str) -> Result<PgStore, HistoryError> {
+        let mut store = PgStore::connect(url)?;
+        let name = store.name.clone();
+        let e = |what: &str, x: postgres::Error| {
+            HistoryError::store(&name, format!("{what}: {}", db_message(&x)))
+        };
+        let ours: bool = store
+            .client
+            .query_one(sql::PG_MIGRATIONS_TABLE_EXISTS, &[])
+            .map_err(|x| e("cannot read the catalog", x))?
+            .try_get(0)
+            .map_err(|x| e("cannot read the catalog", x))?;
+        if !ours {
+            return Err(HistoryError::store(
+                &name,
+                "no dbio results store here (no dbio_history.schema_migrations): record runs first, or give the right database",
+            ));
+        }
+        let version: i64 = store
+            .client
+            .query_one(sql::PG_CURRENT_VERSION, &[])
+            .map_err(|x| e("cannot read schema_migrations", x))?
+            .try_get(0)
+            .map_err(|x| e("cannot read schema_migrations", x))?;
+        let latest = sql::PG_MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        if version > latest {
+            return Err(HistoryError::store(
+                &name,
+                format!(
+                    "its schema is version {version}, newer than this dbio knows ({latest}): use a newer dbio"
+                ),
+            ));
+        }
+        store.version = version;
+        Ok(store)
+    }
+
     /// Connects through dbio's connection layer, as every session does: the URL (or a
     /// `key=value` connection string) over the PG* environment, service files, the password
     /// file, every sslmode with dbio's TLS; sslmode=require against a server without TLS
     /// sends nothing after the SSL request.
-    pub fn open(url: &str) -> Result<PgStore, HistoryError> {
-        let shown = |t: &str| format!("PostgreSQL {t}");
+    fn connect(url: &str) -> Result<PgStore, HistoryError> {
         let env = dbio_postgres::conn::env_params()
             .map_err(|e| HistoryError::store("PostgreSQL store", e.to_string()))?;
         let target = dbio_postgres::Target::resolve(
@@ -34,16 +83,20 @@ impl PgStore {
         .map_err(|e| {
             HistoryError::store(
                 "PostgreSQL store",
-                format!("not a valid store ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"),
+                format!(
+                    "not a valid store ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"
+                ),
             )
         })?;
-        let name = shown(&target.redacted());
+        let name = format!("PostgreSQL {}", target.redacted());
         let client = target
             .connect_blocking("dbio-history")
             .map_err(|e| HistoryError::store(&name, format!("cannot connect: {e}")))?;
-        let mut store = PgStore { name, client };
-        store.migrate()?;
-        Ok(store)
+        Ok(PgStore {
+            name,
+            client,
+            version: 0,
+        })
     }
 
     fn err(&self, what: &str, e: &postgres::Error) -> HistoryError {
@@ -108,7 +161,10 @@ impl PgStore {
             tx.execute(sql::PG_RECORD_MIGRATION, &[version, description])
                 .map_err(|x| e("cannot record the migration", x))?;
         }
-        tx.commit().map_err(|x| e("cannot commit the migration", x))
+        tx.commit()
+            .map_err(|x| e("cannot commit the migration", x))?;
+        self.version = latest;
+        Ok(())
     }
 }
 
@@ -200,6 +256,9 @@ impl HistoryStore for PgStore {
                     &s.client_read_p50_us,
                     &s.client_read_p99_us,
                     &s.db_avg_read_latency_us,
+                    &s.device_read_latency_us,
+                    &s.physical_read_ratio,
+                    &s.cache_served,
                 ],
             )
             .map_err(|x| e("cannot add a step", x))?;
@@ -240,7 +299,14 @@ impl HistoryStore for PgStore {
         }
         let rows = self
             .client
-            .query(sql::PG_SELECT_STEPS, &[])
+            .query(
+                if self.version >= 2 {
+                    sql::PG_SELECT_STEPS
+                } else {
+                    sql::PG_SELECT_STEPS_V1
+                },
+                &[],
+            )
             .map_err(|e| self.err("cannot read the steps", &e))?;
         let mut steps = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -263,6 +329,9 @@ impl HistoryStore for PgStore {
                     client_read_p50_us: r.try_get(12).map_err(c)?,
                     client_read_p99_us: r.try_get(13).map_err(c)?,
                     db_avg_read_latency_us: r.try_get(14).map_err(c)?,
+                    device_read_latency_us: r.try_get(15).map_err(c)?,
+                    physical_read_ratio: r.try_get(16).map_err(c)?,
+                    cache_served: r.try_get(17).map_err(c)?,
                 },
             });
         }
@@ -276,6 +345,56 @@ impl HistoryStore for PgStore {
             .map(|r| r.try_get(0))
             .transpose()
             .map_err(|e| self.err("cannot read the document", &e))
+    }
+
+    fn decide(&mut self, d: &Decision) -> Result<i64, HistoryError> {
+        let row = self
+            .client
+            .query_one(
+                sql::PG_INSERT_DECISION,
+                &[
+                    &d.series,
+                    &d.step,
+                    &d.metric,
+                    &d.action.as_str(),
+                    &d.from_run,
+                    &d.reason,
+                    &d.decided_by,
+                    &d.decided_at,
+                ],
+            )
+            .map_err(|e| self.err("cannot keep the decision", &e))?;
+        row.try_get(0)
+            .map_err(|e| self.err("cannot read the decision's id", &e))
+    }
+
+    fn decisions(&mut self) -> Result<Vec<Decision>, HistoryError> {
+        if self.version < 2 {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .client
+            .query(sql::PG_SELECT_DECISIONS, &[])
+            .map_err(|e| self.err("cannot read the decisions", &e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = |x: postgres::Error| self.err("cannot read a decision", &x);
+            let action: String = r.try_get(4).map_err(c)?;
+            out.push(Decision {
+                id: r.try_get(0).map_err(c)?,
+                series: r.try_get(1).map_err(c)?,
+                step: r.try_get(2).map_err(c)?,
+                metric: r.try_get(3).map_err(c)?,
+                action: Action::parse(&action).ok_or_else(|| {
+                    HistoryError::store(&self.name, format!("unknown decision `{action}`"))
+                })?,
+                from_run: r.try_get(5).map_err(c)?,
+                reason: r.try_get(6).map_err(c)?,
+                decided_by: r.try_get(7).map_err(c)?,
+                decided_at: r.try_get(8).map_err(c)?,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -296,10 +415,7 @@ mod tests {
             .unwrap();
             let shown = t.redacted();
             assert!(!shown.contains("s3cret"), "{shown}");
-            assert!(
-                shown.contains("host=") && shown.contains("dbname="),
-                "{shown}"
-            );
+            assert!(shown.contains("host=") && shown.contains("dbname="), "{shown}");
         }
     }
 }

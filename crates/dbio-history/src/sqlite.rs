@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use dbio_core::history::{Added, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun};
-use rusqlite::{Connection, OptionalExtension, params};
+use dbio_core::history::{
+    Action, Added, Decision, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::rows::{RunRow, StepRow, assemble, json_text, status};
 use crate::sql;
@@ -14,6 +16,9 @@ use crate::sql;
 pub struct SqliteStore {
     path: PathBuf,
     conn: Connection,
+    /// The schema version the file is at (the latest once migrated; a read-only store may
+    /// be older).
+    version: i64,
 }
 
 fn time_text(t: &DateTime<Utc>) -> String {
@@ -45,6 +50,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             path: path.to_path_buf(),
             conn,
+            version: 0,
         };
         let app_id: i64 = store
             .conn
@@ -63,11 +69,77 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Opens an existing store for reading only: nothing is created or migrated, so a file
+    /// (or folder) the user may not write is readable; a store at an older schema version
+    /// reads with the columns it has.
+    pub fn open_read(path: &Path) -> Result<SqliteStore, HistoryError> {
+        let name = format!("SQLite {}", path.display());
+        let err = |m: String| HistoryError::store(&name, m);
+        let meta = std::fs::symlink_metadata(path).map_err(|e| {
+            err(format!(
+                "cannot read it ({e}): record runs first (`dbio run --record`, `dbio history add`), or give the store with --store"
+            ))
+        })?;
+        if meta.file_type().is_symlink() {
+            return Err(err(
+                "is a symbolic link; dbio does not follow it: give the real file's path".into(),
+            ));
+        }
+        if !meta.is_file() {
+            return Err(err("is not a file: give the path of a .sqlite file".into()));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| err(format!("cannot open it: {e}")))?;
+        let app_id: i64 = conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .map_err(|e| err(format!("is not a SQLite database: {e}")))?;
+        if app_id != sql::SQLITE_APPLICATION_ID {
+            return Err(err(
+                "is not a dbio results store (a SQLite file dbio did not create)".into(),
+            ));
+        }
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(|e| err(e.to_string()))?;
+        let version: i64 = conn
+            .query_row(sql::SQLITE_CURRENT_VERSION, [], |r| r.get(0))
+            .map_err(|e| err(format!("cannot read schema_migrations: {e}")))?;
+        let latest = sql::SQLITE_MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        if version > latest {
+            return Err(err(format!(
+                "its schema is version {version}, newer than this dbio knows ({latest}): use a newer dbio"
+            )));
+        }
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            conn,
+            version,
+        })
+    }
+
     fn err(&self, what: &str, e: impl std::fmt::Display) -> HistoryError {
         HistoryError::store(self.describe(), format!("{what}: {e}"))
     }
 
     fn migrate(&mut self) -> Result<(), HistoryError> {
+        let name = self.describe();
+        // Rebuilding a table must not cascade to its children: foreign keys are off for the
+        // migration (the pragma is a no-op inside a transaction, so it is set before).
+        self.conn
+            .pragma_update(None, "foreign_keys", false)
+            .map_err(|e| HistoryError::store(&name, e.to_string()))?;
+        let done = self.migrate_tx();
+        self.conn
+            .pragma_update(None, "foreign_keys", true)
+            .map_err(|e| HistoryError::store(&name, e.to_string()))?;
+        done?;
+        self.version = sql::SQLITE_MIGRATIONS.last().map(|m| m.0).unwrap_or(0);
+        Ok(())
+    }
+
+    fn migrate_tx(&mut self) -> Result<(), HistoryError> {
         let name = self.describe();
         let tx = self
             .conn
@@ -193,6 +265,9 @@ impl HistoryStore for SqliteStore {
                     s.client_read_p50_us,
                     s.client_read_p99_us,
                     s.db_avg_read_latency_us,
+                    s.device_read_latency_us,
+                    s.physical_read_ratio,
+                    s.cache_served,
                 ],
             )
             .map_err(|e| HistoryError::store(&name, format!("cannot add a step: {e}")))?;
@@ -236,7 +311,11 @@ impl HistoryStore for SqliteStore {
             .map_err(|e| HistoryError::store(&name, format!("cannot read the runs: {e}")))?;
         let mut q = self
             .conn
-            .prepare(sql::SQLITE_SELECT_STEPS)
+            .prepare(if self.version >= 2 {
+                sql::SQLITE_SELECT_STEPS
+            } else {
+                sql::SQLITE_SELECT_STEPS_V1
+            })
             .map_err(|e| HistoryError::store(&name, e.to_string()))?;
         let raw = q
             .query_map([], |r| {
@@ -258,6 +337,9 @@ impl HistoryStore for SqliteStore {
                         client_read_p50_us: r.get(12)?,
                         client_read_p99_us: r.get(13)?,
                         db_avg_read_latency_us: r.get(14)?,
+                        device_read_latency_us: r.get(15)?,
+                        physical_read_ratio: r.get(16)?,
+                        cache_served: r.get(17)?,
                     },
                 ))
             })
@@ -276,5 +358,70 @@ impl HistoryStore for SqliteStore {
             .query_row(sql::SQLITE_DOCUMENT, params![id], |r| r.get(0))
             .optional()
             .map_err(|e| self.err("cannot read the document", e))
+    }
+
+    fn decide(&mut self, d: &Decision) -> Result<i64, HistoryError> {
+        self.conn
+            .query_row(
+                sql::SQLITE_INSERT_DECISION,
+                params![
+                    d.series,
+                    d.step,
+                    d.metric,
+                    d.action.as_str(),
+                    d.from_run,
+                    d.reason,
+                    d.decided_by,
+                    time_text(&d.decided_at),
+                ],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err("cannot keep the decision", e))
+    }
+
+    fn decisions(&mut self) -> Result<Vec<Decision>, HistoryError> {
+        if self.version < 2 {
+            return Ok(Vec::new());
+        }
+        let name = self.describe();
+        let mut q = self
+            .conn
+            .prepare(sql::SQLITE_SELECT_DECISIONS)
+            .map_err(|e| HistoryError::store(&name, e.to_string()))?;
+        let rows = q
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                    parse_time(&r.get::<_, String>(8)?)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| HistoryError::store(&name, format!("cannot read the decisions: {e}")))?;
+        rows.into_iter()
+            .map(
+                |(id, series, step, metric, action, from_run, reason, by, at)| {
+                    Ok(Decision {
+                        id,
+                        series,
+                        step,
+                        metric,
+                        action: Action::parse(&action).ok_or_else(|| {
+                            HistoryError::store(&name, format!("unknown decision `{action}`"))
+                        })?,
+                        from_run,
+                        reason,
+                        decided_by: by,
+                        decided_at: at,
+                    })
+                },
+            )
+            .collect()
     }
 }

@@ -1,8 +1,10 @@
 //! The Oracle backend of the one run pipeline (core's `bench::run`): the server's facts and
-//! the data set's fitness from the dictionary, one OS thread and connection per session,
-//! and a V$ collector (snapshots, ASH-like sampler, optional AWR report) around the window.
-//! Every blocking call of the `oracle` crate runs off the async runtime's worker
-//! (`block_in_place` or the blocking pool).
+//! the data set's fitness from the dictionary and dbio's records, the operational checks
+//! (passwords, accounts, connection limits, the reader's plan, AWR or Statspack), one OS
+//! thread and connection per session opened a few at a time, and a collector (V$ snapshots,
+//! the ASH-like sampler, AWR or Statspack snapshots) around the window. Every blocking call
+//! of the `oracle` crate runs off the async runtime's workers (`block_in_place` or the
+//! blocking pool).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,13 +13,16 @@ use dbio_core::backend::{
     Backend, BackendError, NoLoops, Opened, ServerFacts as CoreFacts, WindowCollector,
     WindowFigures,
 };
-use dbio_core::config::RedoStress;
+use dbio_core::config::{ReadPath, RedoStress};
 use dbio_core::dataset::DataSetPlan;
 use dbio_core::plan::RunPlan;
-use dbio_core::result::{DataSetInfo, Environment};
+use dbio_core::result::{DataSetInfo, Environment, ReadPathInfo};
+use dbio_core::workload::SessionKind;
 
-use crate::client::{self, OraSession, Sampler, ServerFacts, Timeouts};
-use crate::{ConnectString, OracleError, loader, metrics, sql};
+use crate::client::{self, Conn, OraSession, RunFacts, Sampler, ServerFacts, Timeouts};
+use crate::metrics::{self, StatspackSnap};
+use crate::snapshots::Repository;
+use crate::{ConnectString, OracleError, loader, mark, sql};
 
 impl From<OracleError> for BackendError {
     fn from(e: OracleError) -> Self {
@@ -39,11 +44,12 @@ pub fn timeouts(config: &Config) -> Timeouts {
 }
 
 /// The server's facts (CDB$ROOT refused, the tablespace and its block size) and the plan
-/// in that tablespace's blocks.
+/// in that tablespace's blocks, its prefix checked as the start of Oracle user names.
 pub fn facts(
     config: &Config,
     admin: &ConnectString,
 ) -> Result<(ServerFacts, DataSetPlan), OracleError> {
+    mark::check_prefix(&config.data.prefix, config.data.schemas)?;
     let facts = client::preflight(admin, config.data.tablespace.as_deref(), &timeouts(config))?;
     let mut plan = DataSetPlan::new(&config.data, facts.tablespace.block_size);
     plan.tablespace = Some(facts.tablespace.name.clone());
@@ -61,8 +67,9 @@ pub fn cache_warning(facts: &ServerFacts, plan: &DataSetPlan) -> Option<String> 
 }
 
 /// What result.json records of the server: the container (every result says where it
-/// ran), the tablespace and its block size, the buffer caches.
-fn settings(facts: &ServerFacts) -> BTreeMap<String, Option<String>> {
+/// ran), the tablespace and its block size, the buffer caches, the views read and the
+/// repository snapshotted.
+fn settings(facts: &ServerFacts, run: &RunFacts) -> BTreeMap<String, Option<String>> {
     let c = &facts.container;
     let mut s = BTreeMap::new();
     s.insert("con_name".into(), Some(c.con_name.clone()));
@@ -77,6 +84,18 @@ fn settings(facts: &ServerFacts) -> BTreeMap<String, Option<String>> {
     s.insert(
         "db_block_size".into(),
         Some(facts.db_block_size.to_string()),
+    );
+    s.insert("views".into(), Some(facts.views.names().to_string()));
+    s.insert(
+        "snapshots".into(),
+        Some(
+            match run.checks.snapshots.repository {
+                Some(Repository::Awr) => "awr",
+                Some(Repository::Statspack) => "statspack",
+                None => "none",
+            }
+            .into(),
+        ),
     );
     for (inst, component, bytes) in &facts.caches {
         // e.g. inst1.DEFAULT_buffer_cache=134217728 (bytes)
@@ -95,6 +114,9 @@ pub struct OracleBackend {
     services: Vec<String>,
     timeouts: Timeouts,
     facts: Option<ServerFacts>,
+    run: Option<RunFacts>,
+    /// The schemas the readers use: their plans are checked again after the window.
+    reader_schemas: Vec<String>,
 }
 
 impl OracleBackend {
@@ -104,31 +126,89 @@ impl OracleBackend {
             services: config.target.services.clone(),
             timeouts: timeouts(config),
             facts: None,
+            run: None,
+            reader_schemas: Vec::new(),
         }
     }
 }
 
-/// Snapshots of the V$ views around the window, the session sampler, and the AWR report
-/// between two AWR snapshots when `collector.awr` asks for one.
+/// The repository snapshot taken before the window.
+enum Begin {
+    Awr(i64),
+    Statspack(Box<(StatspackSnap, metrics::Snapshot)>),
+}
+
+/// Snapshots of the V$ views around the window, the session sampler, AWR or Statspack
+/// snapshots where the preflight chose them, and the readers' plans checked again.
 pub struct OracleCollector {
-    conn: oracle::Connection,
+    conn: Conn,
     admin: ConnectString,
     timeouts: Timeouts,
     period: std::time::Duration,
-    awr: bool,
+    repository: Option<Repository>,
+    views: sql::Views,
     con_dbid: i64,
+    sessions: u32,
+    reader_schemas: Vec<String>,
     before: Option<metrics::Snapshot>,
-    awr_begin: Option<i64>,
+    repository_begin: Option<Begin>,
     sampler: Option<Sampler>,
+}
+
+impl OracleCollector {
+    /// The repository's end snapshot, its report file and what to warn of.
+    fn end_repository(&self, begin: Begin, out: &mut WindowFigures) {
+        match begin {
+            Begin::Awr(first) => {
+                // RAC: the global report over every instance; in a PDB, the PDB's DBID.
+                let instances: Vec<u32> = self
+                    .before
+                    .as_ref()
+                    .map(|b| b.instances.iter().map(|i| i.inst_id).collect())
+                    .unwrap_or_default();
+                let report = client::awr_snapshot(&self.conn).and_then(|last| {
+                    client::awr_report(&self.conn, self.con_dbid, &instances, first, last)
+                });
+                match report {
+                    Ok(text) => out.files.push(("awr.txt".into(), text.into_bytes())),
+                    Err(e) => out.warnings.push(format!("no AWR report: {e}")),
+                }
+            }
+            Begin::Statspack(b) => {
+                let (bsnap, before) = *b;
+                match client::statspack(&self.conn) {
+                    Ok((esnap, after)) => match metrics::statspack_seconds(&bsnap, &esnap) {
+                        Some(secs) => {
+                            let w = metrics::window(&before, &after, secs);
+                            let text = metrics::statspack_text(&bsnap, &esnap, &w, self.sessions);
+                            out.files.push(("statspack.txt".into(), text.into_bytes()));
+                        }
+                        None => out.warnings.push(format!(
+                            "no Statspack figures: snapshots {} and {} are not one second or more apart",
+                            bsnap.snap_id, esnap.snap_id
+                        )),
+                    },
+                    Err(e) => out.warnings.push(format!("no Statspack end snapshot: {e}")),
+                }
+            }
+        }
+    }
 }
 
 impl WindowCollector for OracleCollector {
     async fn begin(&mut self) -> Result<(), String> {
         tokio::task::block_in_place(|| {
-            if self.awr {
-                self.awr_begin = Some(client::awr_snapshot(&self.conn).map_err(|e| e.to_string())?);
-            }
-            self.before = Some(client::snapshot(&self.conn).map_err(|e| e.to_string())?);
+            self.repository_begin = match self.repository {
+                Some(Repository::Awr) => Some(Begin::Awr(
+                    client::awr_snapshot(&self.conn).map_err(|e| e.to_string())?,
+                )),
+                Some(Repository::Statspack) => Some(Begin::Statspack(Box::new(
+                    client::statspack(&self.conn).map_err(|e| e.to_string())?,
+                ))),
+                None => None,
+            };
+            self.before =
+                Some(client::snapshot(&self.conn, self.views).map_err(|e| e.to_string())?);
             self.sampler = Some(
                 Sampler::start(&self.admin, self.period, &self.timeouts)
                     .map_err(|e| e.to_string())?,
@@ -141,7 +221,7 @@ impl WindowCollector for OracleCollector {
         tokio::task::block_in_place(move || {
             let mut out = WindowFigures::default();
             let samples = self.sampler.take().map(Sampler::finish);
-            let after = client::snapshot(&self.conn);
+            let after = client::snapshot(&self.conn, self.views);
             let mut figures = match (&self.before, after) {
                 (Some(b), Ok(a)) => Some(metrics::window(b, &a, window_s)),
                 (_, Err(e)) => {
@@ -164,26 +244,28 @@ impl WindowCollector for OracleCollector {
                     .push(format!("the session sampler failed: {e}")),
                 _ => {}
             }
-            if let Some(f) = &figures {
+            // The plans the sessions really ran: a cursor that is not an index range scan
+            // voids the figures (preflight checked the first schemas' before the window).
+            let mut plan_problems = Vec::new();
+            for user in &self.reader_schemas {
+                if let Err(e) = client::judge_reader_cursors(&self.conn, user) {
+                    plan_problems.push(e.to_string());
+                }
+            }
+            if let Some(f) = &mut figures {
+                if !plan_problems.is_empty() {
+                    f.db.valid = false;
+                    f.db.invalid_reasons.extend(plan_problems);
+                }
                 out.warnings.extend(f.warnings.iter().cloned());
                 if !f.db.valid {
                     out.warnings.extend(f.db.invalid_reasons.iter().cloned());
                 }
+            } else {
+                out.warnings.extend(plan_problems);
             }
-            if let Some(begin) = self.awr_begin {
-                // RAC: the global report over every instance; in a PDB, the PDB's DBID.
-                let instances: Vec<u32> = self
-                    .before
-                    .as_ref()
-                    .map(|b| b.instances.iter().map(|i| i.inst_id).collect())
-                    .unwrap_or_default();
-                let report = client::awr_snapshot(&self.conn).and_then(|end| {
-                    client::awr_report(&self.conn, self.con_dbid, &instances, begin, end)
-                });
-                match report {
-                    Ok(text) => out.files.push(("awr.txt".into(), text.into_bytes())),
-                    Err(e) => out.warnings.push(format!("no AWR report: {e}")),
-                }
+            if let Some(begin) = self.repository_begin.take() {
+                self.end_repository(begin, &mut out);
             }
             if let Some(f) = figures {
                 out.db = Some(f.db);
@@ -215,29 +297,53 @@ impl Backend for OracleBackend {
 
     async fn preflight(&mut self, config: &Config) -> Result<CoreFacts, BackendError> {
         let (facts, plan) = tokio::task::block_in_place(|| facts(config, &self.admin))?;
-        // The data set must be complete before anything is measured: marks and optimizer
-        // statistics, no scan of the tables just before the window.
-        let unfit = tokio::task::block_in_place(|| {
-            client::run_preflight(&self.admin, &plan, &self.timeouts)
-        })?;
-        if !unfit.is_empty() {
-            return Err(BackendError::usage(format!(
-                "the data set is not fit to run against:\n  {}",
-                unfit.join("\n  ")
-            )));
-        }
         let users: Vec<String> = (1..=plan.schemas)
-            .map(|n| sql::user_name(&plan.prefix, n))
+            .map(|n| mark::user_name(&plan.prefix, n))
             .collect();
         let r = &config.run;
         let specs = dbio_core::driver::session_specs(r.readers, r.writers, &users, r.hot_schema);
+        let mut readers: Vec<String> = Vec::new();
+        for s in specs.iter().filter(|s| s.kind == SessionKind::Reader) {
+            if !readers.contains(&s.schema) {
+                readers.push(s.schema.clone());
+            }
+        }
         let used: BTreeSet<String> = specs.iter().map(|s| s.schema.clone()).collect();
+        // The data set must be dbio's and complete, the accounts open, the sessions within
+        // the limits and the plan an index range scan before anything is measured: the
+        // dictionary only, no scan of the tables just before the window.
+        let run = tokio::task::block_in_place(|| {
+            client::run_preflight(
+                &self.admin,
+                &facts,
+                &plan,
+                &readers,
+                specs.len() as u32,
+                r.work_unit,
+                config.collector.snapshots(),
+                &self.timeouts,
+            )
+        })?;
         let mut warnings = vec![
             "Oracle: physical reads may be served by the OS page cache unless the database does direct I/O \
              (filesystemio_options = SETALL, or ASM)"
                 .to_string(),
         ];
         warnings.extend(cache_warning(&facts, &plan));
+        warnings.extend(run.warnings.iter().cloned());
+        let read_path = run.checks.read_path.as_ref().map(|v| ReadPathInfo {
+            path: ReadPath::Index,
+            plan: v.plan.clone(),
+            scan: if v.batched {
+                "TABLE ACCESS BY INDEX ROWID BATCHED".into()
+            } else {
+                "TABLE ACCESS BY INDEX ROWID".into()
+            },
+            source: v.source.clone(),
+            io_method: None,
+            effective_io_concurrency: None,
+            io_combine_limit: None,
+        });
         let environment = Environment {
             dbio_version: env!("CARGO_PKG_VERSION").to_string(),
             client_host: std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -246,7 +352,7 @@ impl Backend for OracleBackend {
             target: self.admin.redacted(),
             server_version: facts.version.clone(),
             server_version_num: 0,
-            settings: settings(&facts),
+            settings: settings(&facts, &run),
             session_tls: None,
             data_set: DataSetInfo {
                 schemas: plan.schemas,
@@ -256,7 +362,7 @@ impl Backend for OracleBackend {
                 schemas_used: used.into_iter().collect(),
                 tables: Vec::new(),
             },
-            read_path: None,
+            read_path,
         };
         let out = CoreFacts {
             block_size: facts.tablespace.block_size,
@@ -264,34 +370,41 @@ impl Backend for OracleBackend {
             target: self.admin.redacted(),
             environment,
             warnings,
-            notes: Vec::new(),
+            notes: run.notes.clone(),
             describe: format!("Oracle, container {}", facts.container.con_name),
             server_id: None,
         };
+        self.reader_schemas = readers;
         self.facts = Some(facts);
+        self.run = Some(run);
         Ok(out)
     }
 
     async fn open_sessions(&mut self, plan: &RunPlan) -> Result<Opened<OraSession>, BackendError> {
         let heavy = plan.redo_stress() == RedoStress::Heavy;
-        let mut opening = tokio::task::JoinSet::new();
-        for spec in plan.specs().iter().cloned() {
-            let mut a = self.admin.clone();
-            if !self.services.is_empty() {
-                a.connect = self.services[spec.index as usize % self.services.len()].clone();
-            }
-            let t = self.timeouts;
-            opening.spawn_blocking(move || {
-                OraSession::open(&a, &spec.schema, &spec.name, heavy, &t).map(|s| (spec, s))
-            });
-        }
-        let mut sessions = Vec::new();
-        while let Some(j) = opening.join_next().await {
-            let opened =
-                j.map_err(|e| BackendError::failed(format!("opening a session: {e}")))??;
-            sessions.push(opened);
-        }
-        sessions.sort_by_key(|(s, _)| s.index);
+        let run = self
+            .run
+            .as_ref()
+            .ok_or_else(|| BackendError::failed("the run's preflight has not run"))?;
+        let specs: Vec<_> = plan
+            .specs()
+            .iter()
+            .map(|spec| {
+                let target = if self.services.is_empty() {
+                    self.admin.connect.clone()
+                } else {
+                    self.services[spec.index as usize % self.services.len()].clone()
+                };
+                (spec.clone(), target)
+            })
+            .collect();
+        let passwords = run.passwords.clone();
+        let t = self.timeouts;
+        let sessions = tokio::task::spawn_blocking(move || {
+            client::open_sessions(&specs, &passwords, heavy, &t)
+        })
+        .await
+        .map_err(|e| BackendError::failed(format!("opening the sessions: {e}")))??;
         Ok(Opened {
             sessions,
             tls: None,
@@ -309,23 +422,26 @@ impl Backend for OracleBackend {
     }
 
     async fn collector(&mut self, plan: &RunPlan) -> Result<OracleCollector, BackendError> {
-        let con_dbid = self
+        let (facts, run) = self
             .facts
             .as_ref()
-            .map(|f| f.container.con_dbid)
+            .zip(self.run.as_ref())
             .ok_or_else(|| BackendError::failed("the run's preflight has not run"))?;
         let conn =
-            tokio::task::block_in_place(|| client::connect(&self.admin, None, &self.timeouts))?;
+            tokio::task::block_in_place(|| client::connect_admin(&self.admin, &self.timeouts))?;
         let c = &plan.config().collector;
         Ok(OracleCollector {
             conn,
             admin: self.admin.clone(),
             timeouts: self.timeouts,
             period: c.sample_period.0,
-            awr: c.awr,
-            con_dbid,
+            repository: run.checks.snapshots.repository,
+            views: facts.views,
+            con_dbid: facts.container.con_dbid,
+            sessions: plan.specs().len() as u32,
+            reader_schemas: self.reader_schemas.clone(),
             before: None,
-            awr_begin: None,
+            repository_begin: None,
             sampler: None,
         })
     }

@@ -1,18 +1,29 @@
 //! dbio-oracle: the Oracle backend, SLOB's own database. `sql` builds every statement (SLOB's
-//! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, the V$
-//! collector's queries), each with the names it binds; `loader` decides setup's statements
-//! from the server's facts (container, tablespace, block size); `metrics` turns two V$
-//! snapshots into the engine-neutral figures of result.json; `client` (cargo feature
+//! USERn / CF1 / I_CF1 schema, server-side load, the sessions' read and update, dbio's catalog,
+//! the checks' and the collector's queries), each with the names it binds; `mark` is the data
+//! set's identity (catalog rows and marks, judged together); `loader` decides setup's
+//! statements and setup's and teardown's actions from the server's facts and the records;
+//! `privileges`, `checks`, `snapshots` and `plan` are the rules applied before a command
+//! changes anything or a run opens a session; `metrics` turns two V$ (or Statspack) snapshots
+//! into the engine-neutral figures of result.json and SLOB's awr_info line; `signals` keeps
+//! dbio's signal handlers across the Oracle client's initialisation; `client` (cargo feature
 //! `client`, on by default) runs them through the `oracle` crate, one OS thread and one
 //! connection per session.
 //!
-//! What has run where: the SQL builders and the V$ arithmetic are unit-tested, the latter on
-//! the totals of a real SLOB AWR report and on composed PDB and RAC fixtures; the client has
-//! never run against an Oracle database in this project's CI (none can be had there). The
-//! error a machine without Oracle Instant Client meets is tested with the real binary.
+//! What has run where: the SQL builders, the rules and the arithmetic are unit-tested, the
+//! latter on the totals of a real SLOB AWR report (and the same window as Statspack rows) and on
+//! composed PDB and RAC fixtures; the client has never run against an Oracle database in this
+//! project's CI (none can be had there). The error a machine without Oracle Instant Client
+//! meets is tested with the real binary.
 
+pub mod checks;
 pub mod loader;
+pub mod mark;
 pub mod metrics;
+pub mod plan;
+pub mod privileges;
+pub mod signals;
+pub mod snapshots;
 pub mod sql;
 
 #[cfg(feature = "client")]
@@ -24,16 +35,16 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum OracleError {
-    /// ODPI-C could not load libclntsh (DPI-1047).
+    /// ODPI-C could not load libclntsh (DPI-1047). `hint` says what to install for libaio on
+    /// this host.
     #[error(
         "Oracle Instant Client was not found, and dbio's Oracle backend needs it at run time \
          (DPI-1047). Install Oracle Instant Client 19c or later (the Basic or Basic Light \
-         package from oracle.com; on Debian/Ubuntu also `apt-get install libaio1`), then make its \
-         folder known: export LD_LIBRARY_PATH=/opt/oracle/instantclient_23_x (or add it to \
-         /etc/ld.so.conf.d/ and run ldconfig), or set DBIO_ORACLE_CLIENT_LIB_DIR to it. \
-         Details: {0}"
+         package from oracle.com) and libaio ({hint}), then make its folder known: export \
+         LD_LIBRARY_PATH=/opt/oracle/instantclient_23_x (or add it to /etc/ld.so.conf.d/ and run \
+         ldconfig), or set DBIO_ORACLE_CLIENT_LIB_DIR to it. Details: {details}"
     )]
-    NoClient(String),
+    NoClient { details: String, hint: String },
     /// This binary was built without the `oracle` cargo feature.
     #[error(
         "this dbio was built without the Oracle backend (cargo feature `oracle`); rebuild with \
@@ -42,16 +53,52 @@ pub enum OracleError {
     NotBuilt,
     #[error("{0}")]
     Usage(String),
+    /// The target cannot be reached (no listener, unknown service, host down, timeout).
+    #[error("{context}: the target cannot be reached: {message}")]
+    Unreachable { context: String, message: String },
+    /// Ctrl-C, SIGTERM or SIGHUP stopped the command; what it left behind is said.
+    #[error("{0}")]
+    Interrupted(String),
     #[error("{context}: {message}")]
     Failed { context: String, message: String },
 }
 
+/// Oracle Net errors that mean the target cannot be reached, or will not take a connection
+/// now (ORA-12154 unresolvable name, 12170/12535 timeout, 12505/12514 unknown SID or
+/// service, 12516/12519/12520 no handler, 12526/12528 restricted or blocked, 12541 no
+/// listener, 12543/12545 host unreachable or unknown, 12547/12537 connection lost, 01034
+/// ORACLE not available, 12560 protocol adapter error).
+const UNREACHABLE: &[&str] = &[
+    "ORA-12154",
+    "ORA-12170",
+    "ORA-12535",
+    "ORA-12505",
+    "ORA-12514",
+    "ORA-12516",
+    "ORA-12519",
+    "ORA-12520",
+    "ORA-12526",
+    "ORA-12528",
+    "ORA-12541",
+    "ORA-12543",
+    "ORA-12545",
+    "ORA-12547",
+    "ORA-12537",
+    "ORA-01034",
+    "ORA-12560",
+    "DPI-1080",
+];
+
 impl OracleError {
-    /// 2 for what the user must fix (no client library, bad input), 1 for a failed operation.
+    /// 2 for what the user must fix (no client library, bad input, an unreachable target),
+    /// 1 for a failed or interrupted operation.
     pub fn exit_code(&self) -> u8 {
         match self {
-            OracleError::NoClient(_) | OracleError::NotBuilt | OracleError::Usage(_) => 2,
-            OracleError::Failed { .. } => 1,
+            OracleError::NoClient { .. }
+            | OracleError::NotBuilt
+            | OracleError::Usage(_)
+            | OracleError::Unreachable { .. } => 2,
+            OracleError::Failed { .. } | OracleError::Interrupted(_) => 1,
         }
     }
 
@@ -59,13 +106,37 @@ impl OracleError {
     /// `NoClient`, with what to install; anything else stays a failure of `context`.
     pub fn from_client(context: &str, message: String) -> OracleError {
         if message.contains("DPI-1047") || message.contains("libclntsh") {
-            OracleError::NoClient(message)
+            let os_release = std::fs::read_to_string("/etc/os-release").ok();
+            OracleError::NoClient {
+                hint: checks::libaio_hint(os_release.as_deref()),
+                details: message,
+            }
         } else {
             OracleError::Failed {
                 context: context.to_string(),
                 message,
             }
         }
+    }
+
+    /// A failed connection attempt: unreachable (exit 2), wrong credentials (exit 2, as bad
+    /// configuration), or whatever `from_client` makes of it.
+    pub fn connect_failed(context: &str, message: String) -> OracleError {
+        if UNREACHABLE.iter().any(|c| message.contains(c)) {
+            return OracleError::Unreachable {
+                context: context.to_string(),
+                message,
+            };
+        }
+        if ["ORA-01017", "ORA-28000", "ORA-28001", "ORA-01045"]
+            .iter()
+            .any(|c| message.contains(c))
+        {
+            return OracleError::Usage(format!(
+                "{context}: the target refused the logon (check the user and password): {message}"
+            ));
+        }
+        OracleError::from_client(context, message)
     }
 }
 
@@ -91,10 +162,13 @@ pub fn within<T: Send + 'static>(
         })?;
     match rx.recv_timeout(timeout) {
         Ok(r) => r,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(OracleError::Usage(format!(
-            "{what} did not finish within {timeout:?} (target.connect_timeout): check the host, port \
-             and service, or raise target.connect_timeout"
-        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(OracleError::Unreachable {
+            context: what.to_string(),
+            message: format!(
+                "no answer within {timeout:?} (target.connect_timeout): check the host, port and \
+                 service, or raise target.connect_timeout"
+            ),
+        }),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(OracleError::Failed {
             context: what.to_string(),
             message: "the attempt ended abnormally".into(),
@@ -149,8 +223,9 @@ impl ConnectString {
     }
 }
 
-/// The target as the user wrote it, without what could be a password.
-fn redact(dsn: &str) -> String {
+/// An Oracle target as the user wrote it (`user[/password]@connect`), without what could be a
+/// password: `dbio config` and every error show it so.
+pub fn redact(dsn: &str) -> String {
     match dsn.rsplit_once('@') {
         Some((cred, connect)) => format!("{}@{connect}", cred.split('/').next().unwrap_or("")),
         // No user part: an EZConnect string is safe to show; "user/password" is not.
@@ -159,11 +234,57 @@ fn redact(dsn: &str) -> String {
     }
 }
 
-/// The password of the schema users: DBIO_ORACLE_USER_PASSWORD, else SLOB's habit (the user
-/// name).
-pub fn schema_password(user: &str, env: Option<String>) -> String {
-    env.filter(|p| !p.is_empty())
-        .unwrap_or_else(|| user.to_string())
+/// Opens `n` things (sessions' connections) with at most `width` attempts at once, in index
+/// order, and stops starting new ones after the first failure: SLOB pauses every 17 logons for
+/// the same reason (a listener refuses a logon storm, ORA-12516/12520, and a wrong password
+/// repeated by every session locks the account). Returns what was opened, in index order,
+/// or the first error.
+pub fn open_staggered<T: Send, E: Send>(
+    n: usize,
+    width: usize,
+    open: impl Fn(usize) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results = std::sync::Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|scope| {
+        for _ in 0..width.clamp(1, n.max(1)) {
+            scope.spawn(|| {
+                loop {
+                    if failed.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::AcqRel);
+                    if i >= n {
+                        break;
+                    }
+                    let r = open(i);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                    if let Ok(mut all) = results.lock() {
+                        all.push((i, r));
+                    }
+                }
+            });
+        }
+    });
+    let mut all = results.into_inner().unwrap_or_default();
+    all.sort_by_key(|(i, _)| *i);
+    let mut out = Vec::with_capacity(all.len());
+    let mut first_err = None;
+    for (_, r) in all {
+        match r {
+            Ok(t) => out.push(t),
+            Err(e) if first_err.is_none() => first_err = Some(e),
+            Err(_) => {}
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 #[cfg(test)]
@@ -184,9 +305,77 @@ mod tests {
                 && m.contains("DBIO_ORACLE_CLIENT_LIB_DIR"),
             "{m}"
         );
-        let other =
-            OracleError::from_client("connecting", "ORA-01017: invalid username/password".into());
+        let other = OracleError::from_client("loading USER1", "ORA-01653: unable to extend".into());
         assert_eq!(other.exit_code(), 1);
+    }
+
+    // Regression: an unreachable target exited 1 where the README promises 2.
+    #[test]
+    fn an_unreachable_target_exits_2() {
+        for m in [
+            "ORA-12541: TNS:no listener",
+            "ORA-12514: TNS:listener does not currently know of service requested",
+            "ORA-12170: TNS:Connect timeout occurred",
+            "ORA-12545: Connect failed because target host or object does not exist",
+            "ORA-01034: ORACLE not available",
+        ] {
+            let e = OracleError::connect_failed("connecting to u@//db/X", m.into());
+            assert!(matches!(e, OracleError::Unreachable { .. }), "{m}");
+            assert_eq!(e.exit_code(), 2, "{m}");
+            assert!(e.to_string().contains("cannot be reached"), "{e}");
+        }
+        let e = OracleError::connect_failed(
+            "connecting",
+            "ORA-01017: invalid username/password".into(),
+        );
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("refused the logon"), "{e}");
+        let e = OracleError::connect_failed("connecting", "ORA-00600: internal error".into());
+        assert_eq!(e.exit_code(), 1);
+    }
+
+    // Regression: every session connected at once (a logon storm the listener refuses, and a
+    // wrong password repeated by each session locks the account).
+    #[test]
+    fn sessions_open_a_few_at_a_time_and_stop_at_the_first_failure() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        let (now, most, tried) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        let opened = open_staggered(40, 4, |i| {
+            tried.fetch_add(1, Ordering::SeqCst);
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+            now.fetch_sub(1, Ordering::SeqCst);
+            Ok::<usize, String>(i)
+        })
+        .unwrap();
+        assert_eq!(opened, (0..40).collect::<Vec<_>>(), "in index order");
+        assert!(
+            most.load(Ordering::SeqCst) <= 4,
+            "{}",
+            most.load(Ordering::SeqCst)
+        );
+        tried.store(0, Ordering::SeqCst);
+        let e = open_staggered(100, 2, |i| {
+            tried.fetch_add(1, Ordering::SeqCst);
+            if i == 3 {
+                Err(format!("failed {i}"))
+            } else {
+                Ok(i)
+            }
+        })
+        .unwrap_err();
+        assert_eq!(e, "failed 3");
+        assert!(
+            tried.load(Ordering::SeqCst) <= 6,
+            "{}",
+            tried.load(Ordering::SeqCst)
+        );
     }
 
     #[test]
@@ -238,7 +427,5 @@ mod tests {
             e.contains("user@//host:port/service") && !e.contains("secret"),
             "{e}"
         );
-        assert_eq!(schema_password("USER1", None), "USER1");
-        assert_eq!(schema_password("USER1", Some("x".into())), "x");
     }
 }

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dbio_core::stats::dbstats::{DbMetrics, TableIo, WaitProfile, WaitRow};
+use dbio_core::stats::dbstats::{AwrInfo, DbMetrics, TableIo, WaitProfile, WaitRow};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +68,34 @@ pub struct EventRow {
     pub time_waited_micro_fg: Option<u64>,
 }
 
+impl EventRow {
+    /// An event's counts (`EventCounts`) as a row of instance `inst_id` and container `con_id`.
+    pub fn of(inst_id: u32, con_id: u32, counts: EventCounts) -> EventRow {
+        let (
+            event,
+            wait_class,
+            total_waits,
+            time_waited_micro,
+            total_waits_fg,
+            time_waited_micro_fg,
+        ) = counts;
+        EventRow {
+            inst_id,
+            con_id,
+            event,
+            wait_class,
+            total_waits,
+            time_waited_micro,
+            total_waits_fg,
+            time_waited_micro_fg,
+        }
+    }
+}
+
+/// An event's counts as V$SYSTEM_EVENT and STATS$SYSTEM_EVENT give them: event, wait class,
+/// total waits, time waited (µs), and the foreground's (null before 11.1).
+pub type EventCounts = (String, String, u64, u64, Option<u64>, Option<u64>);
+
 /// One bucket of GV$EVENT_HISTOGRAM_MICRO (12.1+): waits of `event` that took less than
 /// `wait_time_micro` µs (and at least half of it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +119,10 @@ pub struct Snapshot {
     /// Empty before 12.1, where the view does not exist.
     #[serde(default)]
     pub histogram: Vec<HistRow>,
+    /// The views (or tables) the rows were read from, for `db.source`; empty: the
+    /// instance's GV$ views.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// Per-instance figures (RAC: one per instance; the totals are their sums).
@@ -125,9 +157,12 @@ const IO_REQUESTS: [&str; 4] = [
     "physical write total IO requests",
 ];
 
-/// 'db file parallel read' above this share of the foreground read wait time draws the
-/// warning.
+/// 'db file parallel read', 'db file scattered read' or 'direct path read' above this share
+/// of the foreground read wait time draws a warning.
 pub const PARALLEL_READ_WARN_SHARE: f64 = 0.05;
+
+/// At or above this buffer hit ratio the run measured the buffer cache, not storage.
+pub const CACHED_HIT_RATIO: f64 = 0.99;
 
 /// The container whose rows a view's figures come from: 0 (the whole instance) when present,
 /// else the lowest CON_ID seen (a PDB sees only its own).
@@ -432,18 +467,48 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
     };
     let (seq_w, seq_t) = fg("db file sequential read");
     let (par_w, par_t) = fg("db file parallel read");
+    let (sca_w, sca_t) = fg("db file scattered read");
+    let (dpr_w, dpr_t) = fg("direct path read");
+    let read_time = (seq_t + par_t + sca_t + dpr_t) as f64;
+    let share = |t: u64| 100.0 * t as f64 / read_time;
     let avg_read_latency_us = avg_us(seq_w, seq_t);
-    if par_t > 0 && par_t as f64 >= PARALLEL_READ_WARN_SHARE * (seq_t + par_t) as f64 {
+    if par_t > 0 && par_t as f64 >= PARALLEL_READ_WARN_SHARE * read_time {
         warnings.push(format!(
             "'db file parallel read' took {:.0}% of the foreground read wait time ({par_w} waits, average {:.0} µs, \
              beside {seq_w} 'db file sequential read' waits averaging {:.0} µs): batched table access and \
              prefetching turned single-block reads into vector reads, so the single-block latency and the read \
              IOPS do not describe the same reads. SLOB forces single-block reads with _db_block_prefetch_limit=0, \
              _db_block_prefetch_quota=0 and _db_file_noncontig_mblock_read_count=0 (its simple.ora)",
-            100.0 * par_t as f64 / (seq_t + par_t) as f64,
+            share(par_t),
             avg_us(par_w, par_t).unwrap_or(0.0),
             avg_read_latency_us.unwrap_or(0.0)
         ));
+    }
+    // Multiblock reads are full scans (SLOB's index reads make none): buffered ('db file
+    // scattered read') or into the session's memory ('direct path read', awr_info's DPR).
+    for (event, w, t, how) in [
+        (
+            "db file scattered read",
+            sca_w,
+            sca_t,
+            "multiblock reads into the buffer cache: full scans of a table or index",
+        ),
+        (
+            "direct path read",
+            dpr_w,
+            dpr_t,
+            "multiblock reads that bypass the buffer cache: full scans (serial direct reads or parallel query)",
+        ),
+    ] {
+        if t > 0 && t as f64 >= PARALLEL_READ_WARN_SHARE * read_time {
+            warnings.push(format!(
+                "'{event}' took {:.0}% of the foreground read wait time ({w} waits, average {:.0} µs): {how}. \
+                 SLOB's reads are index range scans, one block each; the read IOPS and latency mix these in. Look \
+                 for other work on the database, or a plan that is not an index range scan",
+                share(t),
+                avg_us(w, t).unwrap_or(0.0)
+            ));
+        }
     }
 
     let pct = |t: f64| (db_time_s > 0.0).then(|| 100.0 * t / db_time_s);
@@ -514,9 +579,48 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         })
         .collect();
 
+    let hit_ratio = (logical > 0.0).then(|| 1.0 - ((blocks - direct).max(0.0) / logical).min(1.0));
+    if let Some(hit) = hit_ratio
+        && hit >= CACHED_HIT_RATIO
+    {
+        warnings.push(format!(
+            "the run was served from the buffer cache ({:.1}% buffer hits, {:.0} read requests/s): the data set, or \
+             its hot part, fits in the cache; raise data.scale or data.schemas, or shrink db_cache_size (SLOB's \
+             simple.ora uses 128M)",
+            100.0 * hit,
+            reads / secs
+        ));
+    }
+    let bg_of = |name: &str| events.get(name).map_or((0, 0), |(d, _)| d.bg());
+    let mib = |bytes: f64| bytes / secs / (1u64 << 20) as f64;
+    let (dfpw_w, dfpw_t) = bg_of("db file parallel write");
+    let (lfpw_w, lfpw_t) = bg_of("log file parallel write");
+    let awr_info = AwrInfo {
+        elapsed_s: seconds,
+        db_cpu_per_s: db_cpu_s.map(|c| (c + tm.sum("background cpu time") / 1e6) / secs),
+        db_time_per_s: db_time_s / secs,
+        executes_per_s: stats.sum("execute count") / secs,
+        lio_per_s: logical / secs,
+        preads_per_s: reads / secs,
+        read_mib_per_s: mib(stats.sum("physical read total bytes")),
+        pwrites_per_s: writes / secs,
+        write_mib_per_s: mib(stats.sum("physical write total bytes")),
+        redo_mib_per_s: mib(redo),
+        dfsr_lat_us: avg_read_latency_us,
+        dpr_lat_us: avg_us(dpr_w, dpr_t),
+        dfpr_lat_us: avg_us(par_w, par_t),
+        dfpw_lat_us: avg_us(dfpw_w, dfpw_t),
+        lfpw_lat_us: avg_us(lfpw_w, lfpw_t),
+        top_wait: foreground.first().map(top_wait),
+    };
+    let views = if after.source.is_empty() {
+        "gv$sysstat, gv$sys_time_model, gv$system_event"
+    } else {
+        after.source.as_str()
+    };
     let db = DbMetrics {
         source: format!(
-            "gv$sysstat, gv$sys_time_model, gv$system_event ({}); read and write IOPS are I/O requests to data files \
+            "{views} ({}); read and write IOPS are I/O requests to data files \
              ('physical read/write IO requests', as SLOB's awr_info); all files: {:.1} read and {:.1} write requests/s \
              ('physical read/write total IO requests')",
             scope_label(con),
@@ -533,8 +637,7 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
             .then(|| "no foreground 'db file sequential read' waits inside the window".to_string()),
         buffer_hits_per_s: (logical - blocks).max(0.0) / secs,
         // AWR's Buffer Hit %: direct reads bypass the cache.
-        buffer_hit_ratio: (logical > 0.0)
-            .then(|| 1.0 - ((blocks - direct).max(0.0) / logical).min(1.0)),
+        buffer_hit_ratio: hit_ratio,
         wal_bytes_per_s: Some(redo / secs),
         wal_writes_per_s: Some(stats.sum("redo writes") / secs),
         wal_syncs_per_s: events
@@ -549,6 +652,7 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
         valid: reasons.is_empty(),
         invalid_reasons: reasons,
         counters,
+        awr_info: Some(awr_info),
     };
     let waits = WaitProfile {
         period_ms: 0.0,
@@ -573,6 +677,203 @@ pub fn window(before: &Snapshot, after: &Snapshot, seconds: f64) -> Window {
 
 /// The measured CPU row's name (AWR's); the sampler's on-CPU samples count towards it.
 pub const DB_CPU: &str = "DB CPU";
+
+/// The top foreground row as awr_info.sh's TOP WAIT shows the report's: `event waits time(s)
+/// avg(ms) %DBtime class`, or `DB CPU time(s) %DBtime`.
+fn top_wait(r: &WaitRow) -> String {
+    let pct = r
+        .pct_db_time
+        .map(|p| format!(" {p:.1}"))
+        .unwrap_or_default();
+    match (r.event.split_once(':'), r.waits) {
+        (Some((class, event)), Some(waits)) => format!(
+            "{event} {waits} {:.0} {:.0}{pct} {class}",
+            r.time_s,
+            r.avg_us.unwrap_or(0.0) / 1e3
+        ),
+        _ => format!("{} {:.0}{pct}", r.event, r.time_s),
+    }
+}
+
+/// One row of STATS$SNAPSHOT (with its instance's name and version from
+/// STATS$DATABASE_INSTANCE); times `YYYY-MM-DDTHH:MI:SS`, DATEs of one-second resolution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatspackSnap {
+    pub snap_id: i64,
+    pub dbid: i64,
+    pub instance_number: u32,
+    pub snap_time: String,
+    pub startup_time: String,
+    pub instance_name: String,
+    pub version: String,
+}
+
+/// The seconds between two Statspack snapshots as its report counts them: the difference of
+/// their SNAP_TIMEs (whole seconds). None when a time is unreadable or they are not in order.
+pub fn statspack_seconds(begin: &StatspackSnap, end: &StatspackSnap) -> Option<f64> {
+    let t = |s: &str| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").ok();
+    let secs = (t(&end.snap_time)? - t(&begin.snap_time)?).num_seconds();
+    (secs > 0).then_some(secs as f64)
+}
+
+/// statspack.txt: the figures of the two Statspack snapshots around the window, computed from
+/// the STATS$ tables as `window` computes them from V$, in a Statspack report's words, with
+/// the awr_info line and how to make the full report.
+pub fn statspack_text(
+    begin: &StatspackSnap,
+    end: &StatspackSnap,
+    w: &Window,
+    sessions: u32,
+) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let secs = w.db.seconds.max(1e-9);
+    let _ = writeln!(
+        o,
+        "Statspack figures of snapshots {} -> {} (DBID {}, instance {} {}, {}), computed by dbio from PERFSTAT's STATS$ tables",
+        begin.snap_id,
+        end.snap_id,
+        begin.dbid,
+        begin.instance_number,
+        begin.instance_name,
+        begin.version
+    );
+    let _ = writeln!(
+        o,
+        "Begin Snap {}  End Snap {}  Elapsed {:.0} s (the snapshots' SNAP_TIME, whole seconds)",
+        begin.snap_time, end.snap_time, secs
+    );
+    if !w.db.valid {
+        let _ = writeln!(o, "INVALID: {}", w.db.invalid_reasons.join("; "));
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Load Profile                     Per Second");
+    let c = |k: &str| {
+        w.db.counters
+            .get(&format!("gv$sysstat.{k}"))
+            .copied()
+            .unwrap_or(0.0)
+            / secs
+    };
+    let rows: [(&str, f64); 8] = [
+        ("DB time(s)", w.db.db_time_s.unwrap_or(0.0) / secs),
+        (
+            "DB CPU(s)",
+            w.waits
+                .foreground
+                .iter()
+                .find(|r| r.event == DB_CPU)
+                .map_or(0.0, |r| r.time_s / secs),
+        ),
+        ("Redo size (bytes)", c("redo size")),
+        ("Logical reads", c("session logical reads")),
+        ("Physical reads (blocks)", c("physical reads")),
+        ("Physical read IO requests", c("physical read IO requests")),
+        (
+            "Physical write IO requests",
+            c("physical write IO requests"),
+        ),
+        ("Executes", c("execute count")),
+    ];
+    for (name, v) in rows {
+        let _ = writeln!(o, "  {name:<28} {v:>14.1}");
+    }
+    for (title, list, pct) in [
+        ("Top 5 Timed Foreground Events", &w.waits.foreground, true),
+        ("Top 5 Background Wait Events", &w.waits.background, false),
+    ] {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "{title}");
+        let _ = writeln!(
+            o,
+            "  {:<40} {:>12} {:>10} {:>9} {:>7}",
+            "Event",
+            "Waits",
+            "Time(s)",
+            "Avg(ms)",
+            if pct { "%DB" } else { "" }
+        );
+        for r in list.iter().take(5) {
+            let _ = writeln!(
+                o,
+                "  {:<40} {:>12} {:>10.0} {:>9} {:>7}",
+                r.event,
+                r.waits.map(|x| x.to_string()).unwrap_or_default(),
+                r.time_s,
+                r.avg_us
+                    .map(|a| format!("{:.1}", a / 1e3))
+                    .unwrap_or_default(),
+                r.pct_db_time.map(|p| format!("{p:.1}")).unwrap_or_default()
+            );
+        }
+    }
+    if let Some(a) = &w.db.awr_info {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "SLOB's awr_info.sh columns (statspack_info.sh reads the same from a report):"
+        );
+        let _ = writeln!(o, "{}", AwrInfo::HEADER);
+        let _ = writeln!(o, "{}", a.line("statspack.txt", sessions));
+    }
+    for warning in &w.warnings {
+        let _ = writeln!(o, "warning: {warning}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "The full Statspack report: connect as PERFSTAT with SQL*Plus on the database host and run \
+         @?/rdbms/admin/spreport (begin_snap {}, end_snap {}).",
+        begin.snap_id, end.snap_id
+    );
+    o
+}
+
+/// One Statspack snapshot (STATS$SNAPSHOT, STATS$SYSSTAT, STATS$SYS_TIME_MODEL,
+/// STATS$SYSTEM_EVENT of one instance) in the collector's shape, so that two of them give the
+/// same figures as two V$ snapshots: `window` over them is what a Statspack report of the
+/// interval shows. Statspack keeps no CON_ID (the rows are the instance's) and no
+/// microsecond histogram.
+pub fn statspack_snapshot(
+    snap: &StatspackSnap,
+    sysstat: Vec<(String, f64)>,
+    time_model: Vec<(String, f64)>,
+    events: Vec<EventCounts>,
+) -> Snapshot {
+    let inst_id = snap.instance_number;
+    Snapshot {
+        instances: vec![InstanceRow {
+            inst_id,
+            instance_name: snap.instance_name.clone(),
+            startup_time: snap.startup_time.clone(),
+            version: snap.version.clone(),
+        }],
+        sysstat: sysstat
+            .into_iter()
+            .map(|(name, value)| StatRow {
+                inst_id,
+                con_id: 0,
+                name,
+                value,
+            })
+            .collect(),
+        time_model: time_model
+            .into_iter()
+            .map(|(stat_name, value)| TimeModelRow {
+                inst_id,
+                con_id: 0,
+                stat_name,
+                value,
+            })
+            .collect(),
+        events: events
+            .into_iter()
+            .map(|counts| EventRow::of(inst_id, 0, counts))
+            .collect(),
+        histogram: Vec::new(),
+        source: "perfstat.stats$sysstat, stats$sys_time_model, stats$system_event".into(),
+    }
+}
 
 /// Puts the sampler's counts beside the measured rows: `samples` of each event, and rows for
 /// events the sampler saw that V$SYSTEM_EVENT did not time (marked estimated). The sampler's
@@ -903,5 +1204,160 @@ mod tests {
         assert!((w.db.avg_read_latency_us.unwrap() - 500.0).abs() < 1e-6);
         let cpu = fg(&w, DB_CPU);
         assert!((cpu.time_s - 2.0 * 96.0).abs() < 1e-9);
+    }
+
+    // awr_info.sh on SLOB's awr.txt.128 prints (11.2, no "Background CPU(s)" row in its Load
+    // Profile, so its DB CPU is 5.7 there):
+    // awr.txt.128|128|304|5.7|126.5|370|119749|71553|559.1|25884|329|108.2|759|0|0|312|440653|db file sequential read ...
+    #[test]
+    fn slobs_awr_report_gives_awr_infos_line() {
+        let w = window(
+            &fixture("awr-slob-128-before"),
+            &fixture("awr-slob-128-after"),
+            AWR_ELAPSED_S,
+        );
+        let a = w.db.awr_info.as_ref().unwrap();
+        assert!((a.db_time_per_s - 126.45).abs() < 0.01, "{a:?}");
+        // DB CPU + background CPU: (1,730.76 + 385.1) s / 304.408 s.
+        assert!((a.db_cpu_per_s.unwrap() - 6.951).abs() < 0.001, "{a:?}");
+        assert!((a.read_mib_per_s - 559.07).abs() < 0.01, "{a:?}");
+        assert!((a.write_mib_per_s - 329.42).abs() < 0.01, "{a:?}");
+        assert!((a.dfsr_lat_us.unwrap() - 758.58).abs() < 0.01, "{a:?}");
+        assert_eq!(a.dpr_lat_us, None, "no foreground direct path read");
+        assert!((a.dfpw_lat_us.unwrap() - 312.18).abs() < 0.01, "{a:?}");
+        assert!((a.lfpw_lat_us.unwrap() - 440_652.8).abs() < 0.1, "{a:?}");
+        assert_eq!(
+            a.line("awr.txt.128", 128),
+            "awr.txt.128|128|304|7.0|126.5|370|119749|71553|559.1|25884|329|108.2|759|0|0|312|440653|\
+             db file sequential read 21628695 16407 1 42.6 User I/O|"
+        );
+        assert_eq!(
+            AwrInfo::HEADER,
+            "FILE|SESSIONS|ELAPSED|DB CPU|DB Tm|EXECUTES|LIO|PREADS|READ_MBS|PWRITES|WRITE_MBS|REDO_MBS|DFSR_LAT|DPR_LAT|DFPR_LAT|DFPW_LAT|LFPW_LAT|TOP WAIT|"
+        );
+    }
+
+    #[derive(serde::Deserialize)]
+    struct StatspackFixture {
+        snapshot: StatspackSnap,
+        sysstat: Vec<(String, f64)>,
+        time_model: Vec<(String, f64)>,
+        events: Vec<EventCounts>,
+    }
+
+    fn statspack_fixture(name: &str) -> (StatspackSnap, Snapshot) {
+        let path = format!("{}/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let f: StatspackFixture =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let snap = statspack_snapshot(&f.snapshot, f.sysstat, f.time_model, f.events);
+        (f.snapshot, snap)
+    }
+
+    // The same window in Statspack's tables (fixtures/README.md): its report divides by the
+    // snapshots' SNAP_TIME difference, 13:53:40 -> 13:58:45 = 305 s (DATEs, whole seconds),
+    // not AWR's 304.408 s, so every rate is 0.2% lower.
+    #[test]
+    fn a_statspack_window_gives_its_reports_figures() {
+        let (b, before) = statspack_fixture("statspack-slob-128-before");
+        let (e, after) = statspack_fixture("statspack-slob-128-after");
+        let secs = statspack_seconds(&b, &e).unwrap();
+        assert_eq!(secs, 305.0);
+        let w = window(&before, &after, secs);
+        assert!(w.db.valid, "{:?}", w.db.invalid_reasons);
+        assert!(
+            w.db.source.starts_with("perfstat.stats$sysstat"),
+            "{}",
+            w.db.source
+        );
+        // 21,781,404 data-file read requests / 305 s.
+        assert!(
+            (w.db.read_iops - 71_414.4).abs() < 0.05,
+            "{}",
+            w.db.read_iops
+        );
+        assert!(
+            (w.db.write_iops - 25_833.9).abs() < 0.05,
+            "{}",
+            w.db.write_iops
+        );
+        // The waits are the same counts; the average wait does not depend on the window.
+        let seq = fg(&w, "User I/O:db file sequential read");
+        assert_eq!(seq.waits, Some(21_628_695));
+        assert!((seq.avg_us.unwrap() - 758.58).abs() < 0.01);
+        assert!((seq.pct_db_time.unwrap() - 42.6).abs() < 0.05);
+        let a = w.db.awr_info.as_ref().unwrap();
+        assert!(a.line("statspack.txt", 128).starts_with("statspack.txt|128|305|6.9|126.2|370|119517|71414|558.0|25833|329|107.9|759|0|0|312|440653|"), "{}", a.line("statspack.txt", 128));
+        let text = statspack_text(&b, &e, &w, 128);
+        assert!(
+            text.contains("snapshots 160 -> 161 (DBID 3541062017, instance 1 SLOB")
+                && text.contains("Elapsed 305 s")
+                && text.contains("  Physical read IO requests           71414.4\n")
+                && text.contains("User I/O:db file sequential read")
+                && text.contains(AwrInfo::HEADER)
+                && text.contains("@?/rdbms/admin/spreport (begin_snap 160, end_snap 161)"),
+            "{text}"
+        );
+        // Snapshots out of order or unreadable give no window.
+        assert_eq!(statspack_seconds(&e, &b), None);
+    }
+
+    // Regression: 'direct path read' and 'db file scattered read' were never flagged.
+    #[test]
+    fn full_scans_are_flagged_beside_parallel_reads() {
+        let before = fixture("pdb-before");
+        let mut after = fixture("pdb-after");
+        let add = |s: &mut Snapshot, event: &str, waits: u64, micros: u64| {
+            s.events.push(EventRow {
+                inst_id: 1,
+                con_id: 3,
+                event: event.into(),
+                wait_class: "User I/O".into(),
+                total_waits: waits,
+                time_waited_micro: micros,
+                total_waits_fg: Some(waits),
+                time_waited_micro_fg: Some(micros),
+            });
+        };
+        // 600 s of direct path reads and 300 s of scattered reads beside 3,600 s sequential.
+        add(&mut after, "direct path read", 100_000, 600_000_000);
+        add(&mut after, "db file scattered read", 50_000, 300_000_000);
+        let w = window(&before, &after, 300.0);
+        let all = w.warnings.join("\n");
+        assert!(
+            all.contains("'direct path read' took") && all.contains("bypass the buffer cache"),
+            "{all}"
+        );
+        assert!(all.contains("'db file scattered read' took"), "{all}");
+        let a = w.db.awr_info.unwrap();
+        assert_eq!(a.dpr_lat_us, Some(6_000.0));
+        assert_eq!(a.dfpr_lat_us, Some(1_500.0));
+        // SLOB's own report has neither.
+        let slob = window(
+            &fixture("awr-slob-128-before"),
+            &fixture("awr-slob-128-after"),
+            AWR_ELAPSED_S,
+        );
+        assert!(slob.warnings.is_empty(), "{:?}", slob.warnings);
+    }
+
+    // Regression: the post-run buffer-hit warning was PostgreSQL's only.
+    #[test]
+    fn a_run_served_by_the_buffer_cache_is_warned() {
+        let before = fixture("awr-slob-128-before");
+        let mut after = fixture("awr-slob-128-after");
+        for r in &mut after.sysstat {
+            if r.name == "session logical reads" {
+                // 100 x the physical reads: 99% hits.
+                r.value = 17_000_051.0 + 100.0 * 21_781_641.0;
+            }
+        }
+        let w = window(&before, &after, AWR_ELAPSED_S);
+        assert!(w.db.buffer_hit_ratio.unwrap() >= CACHED_HIT_RATIO);
+        let all = w.warnings.join("\n");
+        assert!(
+            all.contains("served from the buffer cache") && all.contains("db_cache_size"),
+            "{all}"
+        );
     }
 }

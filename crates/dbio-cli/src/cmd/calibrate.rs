@@ -11,13 +11,13 @@ use super::write_results;
 use crate::Failure;
 
 /// Checks the options and the path (nothing changed yet), makes the result folder, measures,
-/// and writes the files.
+/// and writes the files; returns the exit code and the result folder.
 pub fn calibrate_cmd(
     opts: &CalibrateOptions,
     out: Option<PathBuf>,
     overwrite: bool,
     quiet: bool,
-) -> Result<u8, Failure> {
+) -> Result<(u8, PathBuf), Failure> {
     dbio_calibrate::preflight(opts)?;
     let dir = dbio_core::output::result_dir(out.as_deref(), "calibrate", overwrite)?;
     let progress = |text: &str| {
@@ -89,10 +89,11 @@ pub fn calibrate_cmd(
         "summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
         dir.display()
     ));
-    Ok(match c.status {
+    let code = match c.status {
         dbio_calibrate::CalibrationStatus::Ok => 0,
         dbio_calibrate::CalibrationStatus::Interrupted => 1,
-    })
+    };
+    Ok((code, dir))
 }
 
 /// The device's figures at `level` (readers) beside the database's.

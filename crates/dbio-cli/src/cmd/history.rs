@@ -1,19 +1,22 @@
-//! `dbio history add | list | show | check | report`, and `--record` on run and ramp: a few
-//! lines each over dbio-core's history (model, statistics, rendering) and dbio-history's
-//! stores. Store work runs on a blocking thread: the PostgreSQL store's client keeps its own
-//! runtime.
+//! `dbio history add | list | show | check | report | accept | retire`, and `--record` on
+//! run, ramp and calibrate: a few lines each over dbio-core's history (model, statistics,
+//! rendering) and dbio-history's stores. Store work runs on a blocking thread: the PostgreSQL
+//! store's client keeps its own runtime. Reading commands open the store read-only.
 
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Args, Subcommand};
 use dbio_core::Config;
-use dbio_core::history::check::{self, CheckOptions, Metric};
-use dbio_core::history::edivisive;
+use dbio_core::history::check::{self, CheckOptions, Metric, SeriesCheck};
 use dbio_core::history::record::{parse_document, resolve_tag};
-use dbio_core::history::{Added, HistoryError, HistoryStore, StoredRun, report};
+use dbio_core::history::{
+    Action, Added, Decision, HistoryError, HistoryStore, RecordKind, StoredRun, report,
+};
 use dbio_core::summary::document_path;
 
 use crate::Failure;
+use crate::args::Format;
 
 impl From<HistoryError> for Failure {
     fn from(e: HistoryError) -> Self {
@@ -54,8 +57,9 @@ pub struct RecordArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum HistoryAction {
-    /// Record result.json or ramp.json files (or folders holding one). The same content
-    /// twice is refused (SHA-256 of the document).
+    /// Record result.json, ramp.json or calibrate.json files (or folders holding one). Every
+    /// file is tried: each bad one is named, the good ones are added, and the exit code is 1
+    /// when any was not added (a duplicate, the same SHA-256 content, included).
     Add {
         #[arg(value_name = "RESULT", required = true)]
         results: Vec<PathBuf>,
@@ -65,16 +69,15 @@ pub enum HistoryAction {
         #[arg(long, value_name = "TEXT")]
         tag: Option<String>,
     },
-    /// Every recorded run, oldest first: id, start, kind, label, tag, status, steps, series.
+    /// Recorded runs, oldest first: id, start, kind, label, tag, status, steps, series.
     List {
         #[command(flatten)]
         store: StoreArgs,
-        /// Only runs with this label.
-        #[arg(long, value_name = "TEXT")]
-        label: Option<String>,
-        /// Output format.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
-        format: String,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// What stdout gets: text, or json (every run with its identity and figures).
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
     /// One run: its identity and figures per step, or with --document its whole result
     /// document exactly as it was recorded.
@@ -84,95 +87,239 @@ pub enum HistoryAction {
         id: i64,
         #[command(flatten)]
         store: StoreArgs,
-        /// Print the stored result.json / ramp.json byte for byte.
+        /// Print the stored result.json / ramp.json / calibrate.json byte for byte.
         #[arg(long)]
         document: bool,
+        /// What stdout gets: text, or json (the record: identity and figures per step).
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
-    /// Change-point detection over each series' history: exit 1 when a change for the worse
-    /// starts among the newest runs, or the newest run failed.
+    /// The gate: each series' state from its whole history. Exit 1 while a regression is
+    /// open (new or ongoing) or the newest run failed, 0 otherwise, 2 on bad input.
     ///
-    /// A series is the runs of one label and workload shape at one step. Per figure (DB read
-    /// IOPS, device read IOPS, client ops/s, client read p99, DB avg read latency):
-    /// E-divisive means with a permutation test, in windows, re-validated by Student's t-test
-    /// and a minimum change. Until a series has --min-runs good runs, regress against its
-    /// first good run (thresholds from the config's regress: section) decides instead.
+    /// A series is the runs of one label and workload shape (data set, workload) at one
+    /// step; server version, settings and dbio version changes are events on it. Per figure:
+    /// change points by E-divisive means (every split of each window, several per series,
+    /// each re-validated) and a first-night t-test of the newest run or two; the state is the
+    /// last segment against the segment before the regression: ok, new, ongoing, recovered,
+    /// accepted (`history accept`), platform (coincides with a change of the calibration
+    /// canary; gated with --gate-platform) or cache (the newest run measured the page cache;
+    /// gated with --allow-cache). Each figure shows its noise and the step it can detect.
     Check {
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
         options: CheckArgs,
-        /// Config file for the fallback regress thresholds (regress: section).
+        /// Config file for the history: section (alpha, min magnitude, per figure).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: Option<PathBuf>,
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// What stdout gets: text, or json (every series with its state; see the README).
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
-    /// Write history.html (an SVG trend chart per series, step and metric, change points
-    /// marked) and history.csv (the series) into --out.
+    /// Write history.html (per series its state, a trend chart per figure with dates, the
+    /// noise band and change points; long series downsampled keeping change points and
+    /// outliers) and history.csv (every run) into --out.
     Report {
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
         options: CheckArgs,
+        /// Config file for the history: section.
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Folder for history.html and history.csv.
         #[arg(long, value_name = "DIR", required = true)]
         out: PathBuf,
     },
+    /// Accept the level of a series from a run on as its new normal: the check compares
+    /// later runs with it, says `accepted` with the reason, and is green. Kept in the store
+    /// with who and when.
+    Accept {
+        /// The series: `label [hash]` as check prints it, or its label when it has one series.
+        #[arg(value_name = "SERIES")]
+        series: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The first run of the new normal (an id of `dbio history list`).
+        #[arg(long, value_name = "RUN")]
+        from: i64,
+        /// Why (kept with the decision and shown by check).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        /// Only this step (`r4-w0`) [default: every step of the series]
+        #[arg(long, value_name = "STEP")]
+        step: Option<String>,
+        /// Only this figure (e.g. client_read_p99_us) [default: every figure]
+        #[arg(long, value_name = "METRIC")]
+        metric: Option<String>,
+        /// Who decided [default: $USER]
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Stop checking a series (it stopped getting runs): check leaves it out until a newer
+    /// run is recorded in it.
+    Retire {
+        /// The series: `label [hash]` as check prints it, or its label when it has one series.
+        #[arg(value_name = "SERIES")]
+        series: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Why (kept with the decision).
+        #[arg(long, value_name = "TEXT", default_value = "retired")]
+        reason: String,
+        /// Only this step [default: every step of the series]
+        #[arg(long, value_name = "STEP")]
+        step: Option<String>,
+        /// Who decided [default: $USER]
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
 }
 
-#[derive(Debug, Args, Clone)]
-pub struct CheckArgs {
-    /// Only series with this label.
+/// Which runs list, check and report take.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FilterArgs {
+    /// Only series with this label (check and report always read the platform series too:
+    /// they are the canary of every series).
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
-    /// A change point among this many newest runs fails the check.
-    #[arg(long, value_name = "N", default_value = "5")]
-    pub newest: usize,
-    /// Good runs a series needs before change points decide (fewer: regress).
-    #[arg(long, value_name = "N", default_value = "8")]
-    pub min_runs: usize,
-    /// Runs per analysis window.
-    #[arg(long, value_name = "N", default_value = "30")]
-    pub window: usize,
-    /// Largest p-value of a change point (permutation test and t-test).
-    #[arg(long, value_name = "P", default_value = "0.01")]
-    pub alpha: f64,
-    /// Smallest change of the mean, in %, that counts.
-    #[arg(long, value_name = "PCT", default_value = "5")]
-    pub min_magnitude: f64,
-    /// Shuffles of the permutation test.
-    #[arg(long, value_name = "N", default_value = "199")]
-    pub permutations: usize,
+    /// Only runs with this build id.
+    #[arg(long, value_name = "TEXT")]
+    pub tag: Option<String>,
+    /// Only runs started on or after this date (2026-12-01 or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only the newest N runs (list), of each series (check, report).
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Only this step (`r4-w0`; a calibration's load level is `q4`).
+    #[arg(long, value_name = "STEP")]
+    pub step: Option<String>,
+}
+
+impl FilterArgs {
+    fn since(&self) -> Result<Option<DateTime<Utc>>, Failure> {
+        let Some(s) = &self.since else {
+            return Ok(None);
+        };
+        if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+            return Ok(Some(t.with_timezone(&Utc)));
+        }
+        NaiveDate::parse_from_str(s, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| Some(t.and_utc()))
+            .ok_or_else(|| {
+                Failure::new(
+                    2,
+                    format!("--since {s}: give a date (2026-12-01) or an RFC 3339 time"),
+                )
+            })
+    }
+
+    /// The runs the filters keep; platform runs pass the label filter when `platform`.
+    fn runs(&self, runs: Vec<StoredRun>, platform: bool) -> Result<Vec<StoredRun>, Failure> {
+        let since = self.since()?;
+        Ok(runs
+            .into_iter()
+            .filter(|r| {
+                let id = &r.record.identity;
+                let is_platform = r.record.kind == RecordKind::Calibrate;
+                self.label
+                    .as_ref()
+                    .is_none_or(|l| *l == id.label || (platform && is_platform))
+                    && self.tag.as_ref().is_none_or(|t| id.tag.as_ref() == Some(t))
+                    && since.is_none_or(|s| r.record.started >= s)
+                    && self
+                        .step
+                        .as_ref()
+                        .is_none_or(|st| r.record.steps.iter().any(|f| f.step == *st))
+            })
+            .collect())
+    }
+
+    fn series(&self, series: Vec<check::Series>) -> Vec<check::Series> {
+        series
+            .into_iter()
+            .filter(|s| self.step.as_ref().is_none_or(|st| *st == s.step))
+            .map(|mut s| {
+                if let Some(n) = self.last {
+                    let skip = s.runs.len().saturating_sub(n);
+                    s.runs.drain(..skip);
+                }
+                s
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct CheckArgs {
+    /// Largest p-value of the gate (the last segment against the one before the regression;
+    /// the first-night test) [config: history.alpha; default 0.0005]
+    #[arg(long, value_name = "P")]
+    pub alpha: Option<f64>,
+    /// Largest p-value of a change point in the search (permutation test, re-validating
+    /// t-test) [config: history.change_point_alpha; default 0.01]
+    #[arg(long, value_name = "P")]
+    pub change_point_alpha: Option<f64>,
+    /// Smallest change of the mean, in %, that counts [config: history.min_magnitude_pct;
+    /// default 3]
+    #[arg(long, value_name = "PCT")]
+    pub min_magnitude: Option<f64>,
+    /// Runs per analysis window [config: history.window; default 30]
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+    /// Shuffles of the permutation test [config: history.permutations; default 199]
+    #[arg(long, value_name = "N")]
+    pub permutations: Option<usize>,
+    /// Fail on platform changes (the calibration canary's series, and database changes that
+    /// coincide with one) [config: history.gate_platform]
+    #[arg(long)]
+    pub gate_platform: bool,
+    /// Gate on runs whose reads mostly did not reach storage (page-cache runs) instead of
+    /// leaving them out [config: history.allow_cache]
+    #[arg(long)]
+    pub allow_cache: bool,
     /// Figures to check, comma-separated: db_read_iops, device_read_iops, client_ops_per_s,
-    /// client_read_p99_us, db_avg_read_latency_us [default: all]
+    /// client_read_p99_us, db_avg_read_latency_us, device_read_latency_us [default: all]
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub metric: Option<Vec<String>>,
 }
 
 impl CheckArgs {
     fn options(&self, config: &Config) -> Result<CheckOptions, Failure> {
-        let bad = |m: String| Err(Failure::new(2, m));
-        if !(self.alpha > 0.0 && self.alpha < 1.0) {
-            return bad(format!(
-                "--alpha {}: give a p-value between 0 and 1, e.g. 0.01",
-                self.alpha
-            ));
+        let mut h = config.history.clone();
+        if let Some(v) = self.alpha {
+            h.alpha = v;
         }
-        if !(self.min_magnitude.is_finite() && self.min_magnitude >= 0.0) {
-            return bad(format!(
-                "--min-magnitude {}: give a percentage of 0 or more",
-                self.min_magnitude
-            ));
+        if let Some(v) = self.change_point_alpha {
+            h.change_point_alpha = v;
         }
-        if self.window < 4 || self.min_runs < 3 || self.newest == 0 || self.permutations < 19 {
-            return bad(
-                "--window needs 4 or more runs, --min-runs 3 or more, --newest 1 or more, --permutations 19 or more".into(),
-            );
+        if let Some(v) = self.min_magnitude {
+            h.min_magnitude_pct = v;
         }
-        let metrics = match &self.metric {
-            None => Metric::ALL.to_vec(),
-            Some(list) => list
+        if let Some(v) = self.window {
+            h.window = v;
+        }
+        if let Some(v) = self.permutations {
+            h.permutations = v;
+        }
+        h.allow_cache |= self.allow_cache;
+        h.gate_platform |= self.gate_platform;
+        h.validate()
+            .map_err(|e| Failure::new(2, format!("{e} (or the flag of the same name)")))?;
+        let mut o = CheckOptions::from_config(&h);
+        if let Some(list) = &self.metric {
+            o.metrics = list
                 .iter()
                 .map(|m| {
                     Metric::parse(m).ok_or_else(|| {
@@ -185,21 +332,9 @@ impl CheckArgs {
                         )
                     })
                 })
-                .collect::<Result<_, _>>()?,
-        };
-        Ok(CheckOptions {
-            cpd: edivisive::Options {
-                window: self.window,
-                alpha: self.alpha,
-                permutations: self.permutations,
-                min_magnitude: self.min_magnitude / 100.0,
-                ..edivisive::Options::default()
-            },
-            newest: self.newest,
-            min_runs: self.min_runs,
-            metrics,
-            fallback: config.regress.clone(),
-        })
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(o)
     }
 }
 
@@ -225,12 +360,19 @@ fn add_one(
     tag: Option<&str>,
     say: &dyn Fn(&str),
 ) -> Result<bool, Failure> {
-    let file = document_path(path);
-    // The validation every reader of a result runs (report, compare, regress): a document
-    // they would refuse is never stored, nor made a baseline.
-    dbio_core::summary::read_step_set(&file)?;
+    let file = calibration_or_document(path);
     let text = dbio_core::input::read_bounded(&file, dbio_core::input::DOCUMENT_MAX_BYTES)
         .map_err(|e| Failure::new(2, format!("{}: {e}", file.display())))?;
+    // The validation every reader of the document runs (report, compare, regress; run
+    // --calibration): a document they would refuse is never stored, nor made a baseline.
+    let kind = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str().map(str::to_string)));
+    if kind.as_deref() == Some("calibrate") {
+        dbio_calibrate::Calibration::read(&file).map_err(|e| Failure::new(2, e))?;
+    } else {
+        dbio_core::summary::read_step_set(&file)?;
+    }
     let tag = resolve_tag(tag, |k| std::env::var(k).ok());
     let record = parse_document(&text, &file.display().to_string(), tag)?;
     match store.add(&record, &text)? {
@@ -263,8 +405,18 @@ fn add_one(
     }
 }
 
-/// `--record` after a run or a ramp: the result is already written; a failure here says so.
-/// Its confirmation is a note on stderr, none when `quiet`.
+/// A folder holding calibrate.json (and no result) names it; anything else as results do.
+fn calibration_or_document(path: &Path) -> PathBuf {
+    let cal = path.join("calibrate.json");
+    if path.is_dir() && cal.is_file() && !path.join("result.json").exists() {
+        cal
+    } else {
+        document_path(path)
+    }
+}
+
+/// `--record` after a run, a ramp or a calibration: the result is already written; a failure
+/// here says so. Its confirmation is a note on stderr, none when `quiet`.
 pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result<(), Failure> {
     let spec = args
         .store
@@ -292,19 +444,68 @@ pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result
     .await
 }
 
-fn runs_with_label(
-    store: &mut dyn HistoryStore,
-    label: Option<&str>,
-) -> Result<Vec<StoredRun>, Failure> {
-    let mut runs = store.runs()?;
-    if let Some(l) = label {
-        runs.retain(|r| r.record.identity.label == l);
-    }
-    Ok(runs)
-}
-
 fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// The series `name` names: its `label [hash]`, or a label with one series.
+fn resolve_series(runs: &[StoredRun], name: &str, store: &str) -> Result<String, Failure> {
+    let all = check::series_of(runs);
+    let mut keys: Vec<&str> = all.iter().map(|s| s.series.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.contains(&name) {
+        return Ok(name.to_string());
+    }
+    let by_label: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| all.iter().any(|s| s.series == *k && s.label == name))
+        .collect();
+    match by_label.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(Failure::new(
+            2,
+            format!(
+                "no series `{name}` in {store}; series: {}",
+                if keys.is_empty() {
+                    "none".to_string()
+                } else {
+                    keys.join(", ")
+                }
+            ),
+        )),
+        many => Err(Failure::new(
+            2,
+            format!(
+                "label `{name}` has {} series in {store}: name one of {}",
+                many.len(),
+                many.join(", ")
+            ),
+        )),
+    }
+}
+
+fn who(by: Option<String>) -> String {
+    by.filter(|b| !b.trim().is_empty())
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The check's JSON document (README: "history check --format json").
+#[derive(serde::Serialize)]
+struct CheckDocument<'a> {
+    store: String,
+    exit: u8,
+    series: &'a [SeriesCheck],
+    retired: Vec<String>,
+    options: &'a CheckOptions,
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config, Failure> {
+    let cfg = Config::load(path)?;
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
@@ -317,39 +518,48 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             let mut s = dbio_history::open(store.spec())?;
             let mut refused = 0;
             for path in &results {
-                if !add_one(s.as_mut(), path, tag.as_deref(), &|t| outln!("{t}"))? {
-                    refused += 1;
+                match add_one(s.as_mut(), path, tag.as_deref(), &|t| outln!("{t}")) {
+                    Ok(true) => {}
+                    Ok(false) => refused += 1,
+                    // A store that fails stops everything; a bad file is named and skipped.
+                    Err(e) if e.code == 2 && !e.message.starts_with("results store") => {
+                        errln!("dbio: error: {}", e.message);
+                        refused += 1;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
-            Ok(if refused > 0 { 2 } else { 0 })
+            if refused > 0 {
+                errln!(
+                    "dbio: {refused} of {} file(s) not added; the others are recorded",
+                    results.len()
+                );
+            }
+            Ok(if refused > 0 { 1 } else { 0 })
         }
         HistoryAction::List {
             store,
-            label,
+            filter,
             format,
         } => {
-            let mut s = dbio_history::open(store.spec())?;
-            let runs = runs_with_label(s.as_mut(), label.as_deref())?;
-            if format == "json" {
-                let text = serde_json::to_string_pretty(&runs)
-                    .map_err(|e| Failure::new(1, e.to_string()))?;
-                outln!("{text}");
+            let mut s = dbio_history::open_read(store.spec())?;
+            let mut runs = filter.runs(s.runs()?, false)?;
+            if let Some(n) = filter.last {
+                let skip = runs.len().saturating_sub(n);
+                runs.drain(..skip);
+            }
+            if format == Format::Json {
+                super::print_json(&runs)?;
                 return Ok(0);
             }
             outln!(
-                "{:>5}  {:<20}  {:<4}  {:<12}  {:<8}  {:<11}  {:>5}  series",
-                "id",
-                "started (UTC)",
-                "kind",
-                "tag",
-                "status",
-                "host",
-                "steps"
+                "{:>5}  {:<20}  {:<9}  {:<12}  {:<8}  {:<11}  {:>5}  series",
+                "id", "started (UTC)", "kind", "tag", "status", "host", "steps"
             );
             for r in &runs {
                 let rec = &r.record;
                 outln!(
-                    "{:>5}  {:<20}  {:<4}  {:<12}  {:<8}  {:<11}  {:>5}  {}",
+                    "{:>5}  {:<20}  {:<9}  {:<12}  {:<8}  {:<11}  {:>5}  {}",
                     r.id,
                     rec.started.format("%Y-%m-%d %H:%M:%S"),
                     rec.kind.as_str(),
@@ -357,7 +567,10 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     rec.status.as_str(),
                     rec.identity.host,
                     rec.steps.len(),
-                    rec.identity.series
+                    dbio_core::history::record::series_key(
+                        &rec.identity.label,
+                        &rec.identity.shape
+                    )
                 );
             }
             outln!("{} run(s) in {}", runs.len(), s.describe());
@@ -367,24 +580,29 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             id,
             store,
             document,
+            format,
         } => {
-            let mut s = dbio_history::open(store.spec())?;
-            if document {
-                let doc = s.document(id)?.ok_or_else(|| {
-                    Failure::new(
-                        2,
-                        format!("no run #{id} in {}: see `dbio history list`", s.describe()),
-                    )
-                })?;
-                crate::term::print_json_text(&doc);
-                return Ok(0);
-            }
-            let run = s.runs()?.into_iter().find(|r| r.id == id).ok_or_else(|| {
+            let mut s = dbio_history::open_read(store.spec())?;
+            let missing = |s: &dyn HistoryStore| {
                 Failure::new(
                     2,
                     format!("no run #{id} in {}: see `dbio history list`", s.describe()),
                 )
-            })?;
+            };
+            if document {
+                let doc = s.document(id)?.ok_or_else(|| missing(s.as_ref()))?;
+                crate::term::print_json_text(&doc);
+                return Ok(0);
+            }
+            let run = s
+                .runs()?
+                .into_iter()
+                .find(|r| r.id == id)
+                .ok_or_else(|| missing(s.as_ref()))?;
+            if format == Format::Json {
+                super::print_json(&run)?;
+                return Ok(0);
+            }
             let rec = &run.record;
             let i = &rec.identity;
             outln!(
@@ -392,7 +610,11 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 rec.kind.as_str(),
                 run.recorded_at.to_rfc3339()
             );
-            outln!("  label:   {}\n  series:  {}", i.label, i.series);
+            outln!(
+                "  label:   {}\n  series:  {}",
+                i.label,
+                dbio_core::history::record::series_key(&i.label, &i.shape)
+            );
             outln!(
                 "  tag:     {}",
                 match (&i.tag, &i.tag_source) {
@@ -409,49 +631,63 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             );
             outln!("  host:    {}\n  target:  {}", i.host, i.target);
             outln!("  server:  {} ({})", i.server_version, i.server_version_num);
+            outln!("  dbio:    {}", i.dbio_version);
             outln!("  shape:   {}", i.shape);
             outln!("  content: sha256 {}", rec.content_sha256);
             outln!(
-                "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  cache",
                 "step",
                 "status",
                 "DB read/s",
                 "device r/s",
                 "client op/s",
                 "p99 µs",
-                "DB lat µs"
+                "DB lat µs",
+                "dev lat µs"
             );
             for f in &rec.steps {
                 outln!(
-                    "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                    "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}",
                     f.step,
                     f.status.as_str(),
                     opt(f.db_read_iops),
                     opt(f.device_read_iops),
                     opt(f.client_ops_per_s),
                     opt(f.client_read_p99_us),
-                    opt(f.db_avg_read_latency_us)
+                    opt(f.db_avg_read_latency_us),
+                    opt(f.device_read_latency_us),
+                    match f.cache_served {
+                        Some(true) => format!(
+                            "yes ({} of reads reached the device)",
+                            f.physical_read_ratio
+                                .map(|r| format!("{:.0}%", 100.0 * r))
+                                .unwrap_or_else(|| "under half".into())
+                        ),
+                        Some(false) => "no".into(),
+                        None => "unknown".into(),
+                    }
                 );
             }
             Ok(0)
         }
         HistoryAction::Check {
             store,
+            filter,
             options,
             config,
             junit,
+            format,
         } => {
-            let cfg = Config::load(config.as_deref())?;
-            cfg.validate()?;
+            let cfg = load_config(config.as_deref())?;
             let o = options.options(&cfg)?;
-            let mut s = dbio_history::open(store.spec())?;
-            let runs = runs_with_label(s.as_mut(), options.label.as_deref())?;
+            let mut s = dbio_history::open_read(store.spec())?;
+            let runs = filter.runs(s.runs()?, true)?;
             if runs.is_empty() {
                 return Err(Failure::new(
                     2,
                     format!(
                         "no runs{} in {}: record some with `dbio run --record`, `dbio ramp --record` or `dbio history add`",
-                        options
+                        filter
                             .label
                             .as_ref()
                             .map(|l| format!(" labelled {l}"))
@@ -460,8 +696,26 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     ),
                 ));
             }
-            let checks = check::check(&check::series_of(&runs), &o);
-            out!("{}", check::render_text(&checks));
+            let decisions = s.decisions()?;
+            let series = filter.series(check::series_of(&runs));
+            let checks = check::check(&series, &o, &decisions);
+            let retired = check::retired(&series, &decisions);
+            let exit = if checks.iter().any(SeriesCheck::regressed) {
+                1
+            } else {
+                0
+            };
+            if format == Format::Json {
+                super::print_json(&CheckDocument {
+                    store: s.describe(),
+                    exit,
+                    series: &checks,
+                    retired,
+                    options: &o,
+                })?;
+            } else {
+                out!("{}", check::render_text(&checks, &retired));
+            }
             if let Some(path) = junit {
                 dbio_core::output::write_atomic(&path, check::render_junit(&checks).as_bytes())
                     .map_err(|e| {
@@ -471,21 +725,22 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     errln!("history: JUnit XML written to {}", path.display());
                 }
             }
-            Ok(if checks.iter().any(|c| c.regressed()) {
-                1
-            } else {
-                0
-            })
+            Ok(exit)
         }
         HistoryAction::Report {
             store,
+            filter,
             options,
+            config,
             out,
         } => {
-            let o = options.options(&Config::default())?;
-            let mut s = dbio_history::open(store.spec())?;
-            let runs = runs_with_label(s.as_mut(), options.label.as_deref())?;
-            let r = report::render(&check::series_of(&runs), &o, &s.describe());
+            let cfg = load_config(config.as_deref())?;
+            let o = options.options(&cfg)?;
+            let mut s = dbio_history::open_read(store.spec())?;
+            let runs = filter.runs(s.runs()?, true)?;
+            let decisions = s.decisions()?;
+            let series = filter.series(check::series_of(&runs));
+            let r = report::render(&series, &o, &decisions, &s.describe());
             std::fs::create_dir_all(&out)
                 .map_err(|e| Failure::new(2, format!("cannot create {}: {e}", out.display())))?;
             for (name, body) in [("history.html", &r.html), ("history.csv", &r.csv)] {
@@ -500,6 +755,109 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 runs.len(),
                 out.join("history.html").display(),
                 out.join("history.csv").display()
+            );
+            Ok(0)
+        }
+        HistoryAction::Accept {
+            series,
+            store,
+            from,
+            reason,
+            step,
+            metric,
+            by,
+        } => {
+            if reason.trim().is_empty() {
+                return Err(Failure::new(
+                    2,
+                    "--reason: say why the new level is accepted",
+                ));
+            }
+            if let Some(m) = &metric
+                && Metric::parse(m).is_none()
+            {
+                return Err(Failure::new(
+                    2,
+                    format!(
+                        "--metric {m}: not a tracked figure; use {}",
+                        Metric::ALL.map(Metric::id).join(", ")
+                    ),
+                ));
+            }
+            let mut s = dbio_history::open(store.spec())?;
+            let runs = s.runs()?;
+            let key = resolve_series(&runs, &series, &s.describe())?;
+            let in_series = check::series_of(&runs)
+                .iter()
+                .filter(|x| x.series == key && step.as_ref().is_none_or(|st| *st == x.step))
+                .any(|x| x.runs.iter().any(|r| r.run_id == from));
+            if !in_series {
+                return Err(Failure::new(
+                    2,
+                    format!(
+                        "run #{from} is not a run of {key}{}: see `dbio history list --label ...`",
+                        step.as_ref()
+                            .map(|st| format!(" step {st}"))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+            let d = Decision {
+                id: 0,
+                series: key.clone(),
+                step,
+                metric,
+                action: Action::Accept,
+                from_run: from,
+                reason,
+                decided_by: who(by),
+                decided_at: Utc::now(),
+            };
+            let id = s.decide(&d)?;
+            outln!(
+                "history: decision #{id}: {key} accepted from run #{from} by {} ({}): {}",
+                d.decided_by,
+                d.decided_at.format("%Y-%m-%d %H:%M UTC"),
+                d.reason
+            );
+            Ok(0)
+        }
+        HistoryAction::Retire {
+            series,
+            store,
+            reason,
+            step,
+            by,
+        } => {
+            let mut s = dbio_history::open(store.spec())?;
+            let runs = s.runs()?;
+            let key = resolve_series(&runs, &series, &s.describe())?;
+            let newest = check::series_of(&runs)
+                .iter()
+                .filter(|x| x.series == key && step.as_ref().is_none_or(|st| *st == x.step))
+                .flat_map(|x| x.runs.iter().map(|r| r.run_id))
+                .max()
+                .ok_or_else(|| {
+                    Failure::new(
+                        2,
+                        format!("{key} has no step {}", step.as_deref().unwrap_or_default()),
+                    )
+                })?;
+            let d = Decision {
+                id: 0,
+                series: key.clone(),
+                step,
+                metric: None,
+                action: Action::Retire,
+                from_run: newest,
+                reason,
+                decided_by: who(by),
+                decided_at: Utc::now(),
+            };
+            let id = s.decide(&d)?;
+            outln!(
+                "history: decision #{id}: {key} retired after run #{newest} by {}: {}; a newer run in it is checked again",
+                d.decided_by, d.reason
             );
             Ok(0)
         }

@@ -120,6 +120,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             engine,
             out,
             overwrite,
+            record,
         } => {
             let opts = dbio_calibrate::CalibrateOptions {
                 path,
@@ -138,7 +139,12 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 },
                 seed: 1,
             };
-            calibrate::calibrate_cmd(&opts, out, overwrite, quiet)
+            let (code, dir) = calibrate::calibrate_cmd(&opts, out, overwrite, quiet)?;
+            if record.record {
+                // The device's series: the platform canary of `dbio history check`.
+                history::record(dir.join("calibrate.json"), &record, quiet).await?;
+            }
+            Ok(code)
         }
         Command::Scratch { action } => scratch::scratch_cmd(action),
         Command::Quickstart {

@@ -4,6 +4,7 @@
 //! Every section denies unknown keys, so a typo is an error that names the key and its line
 //! rather than a silently ignored setting.
 
+pub mod history;
 pub mod thresholds;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ pub struct Config {
     pub collector: CollectorConfig,
     pub ramp: RampConfig,
     pub regress: thresholds::RegressConfig,
+    /// How `dbio history check` decides.
+    pub history: history::HistoryConfig,
     /// The PostgreSQL container scripts/nightly.sh starts when docker or podman is there.
     pub container: ContainerConfig,
 }
@@ -122,8 +125,11 @@ pub struct CollectorConfig {
     /// so reads start physical.
     pub drop_caches: bool,
     /// Oracle: take AWR snapshots around the window and save the AWR text report beside
-    /// result.json (needs the Diagnostics Pack licence).
+    /// result.json (needs the Diagnostics Pack licence); the same as `snapshots: awr`.
     pub awr: bool,
+    /// Oracle: the database's own snapshots around the window (SLOB's
+    /// DATABASE_STATISTICS_TYPE): none, awr, statspack or auto.
+    pub snapshots: Snapshots,
 }
 
 impl Default for CollectorConfig {
@@ -132,6 +138,45 @@ impl Default for CollectorConfig {
             sample_period: Dur(Duration::from_millis(100)),
             drop_caches: false,
             awr: false,
+            snapshots: Snapshots::None,
+        }
+    }
+}
+
+impl CollectorConfig {
+    /// The snapshots asked for, `awr: true` being `snapshots: awr`.
+    pub fn snapshots(&self) -> Snapshots {
+        match (self.awr, self.snapshots) {
+            (true, Snapshots::None) => Snapshots::Awr,
+            (_, s) => s,
+        }
+    }
+}
+
+/// Oracle's repository snapshots around the window: the figures dbio prints come from the
+/// V$ views either way; the snapshots add the repository's own report beside result.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Snapshots {
+    #[default]
+    None,
+    /// AWR (DBMS_WORKLOAD_REPOSITORY; the Diagnostics Pack must be licensed and enabled).
+    /// Where it is not (Standard Edition, CONTROL_MANAGEMENT_PACK_ACCESS = NONE), AWR is
+    /// refused with the reason and Statspack taken instead when installed.
+    Awr,
+    /// Statspack (PERFSTAT.STATSPACK, any edition), SLOB's default.
+    Statspack,
+    /// AWR where the Diagnostics Pack is enabled, else Statspack where installed, else none.
+    Auto,
+}
+
+impl Snapshots {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Snapshots::None => "none",
+            Snapshots::Awr => "awr",
+            Snapshots::Statspack => "statspack",
+            Snapshots::Auto => "auto",
         }
     }
 }
@@ -393,6 +438,7 @@ impl Default for Config {
             collector: CollectorConfig::default(),
             ramp: RampConfig::default(),
             regress: thresholds::RegressConfig::default(),
+            history: history::HistoryConfig::default(),
             container: ContainerConfig::default(),
         }
     }
@@ -682,6 +728,7 @@ impl Config {
     /// Checks every value against its allowed range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), CoreError> {
         self.validate_targets()?;
+        self.history.validate()?;
         if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
@@ -759,6 +806,13 @@ impl Config {
                 "run.read_path",
                 "run.read_path bitmap is PostgreSQL's bitmap heap scan; Oracle's reads are index range scans: \
                  remove it or set run.read_path: index",
+            ));
+        }
+        if self.engine == Engine::Postgres && self.collector.snapshots() != Snapshots::None {
+            return Err(CoreError::invalid(
+                "collector.snapshots",
+                "AWR and Statspack snapshots are Oracle's; with engine: postgres the collector reads the statistics views \
+                 itself: remove collector.snapshots / collector.awr (--snapshots)",
             ));
         }
         let d = &self.data;
@@ -841,6 +895,17 @@ impl Config {
         }
         if r.interval.0 < Duration::from_millis(100) {
             return Err(CoreError::invalid("run.interval", "must be at least 100ms"));
+        }
+        if self.collector.awr
+            && !matches!(self.collector.snapshots, Snapshots::None | Snapshots::Awr)
+        {
+            return Err(CoreError::invalid(
+                "collector.awr",
+                format!(
+                    "collector.awr: true asks for AWR, collector.snapshots: {} for something else: keep one of them",
+                    self.collector.snapshots.as_str()
+                ),
+            ));
         }
         let period = self.collector.sample_period.0;
         if period < Duration::from_millis(10) || period > Duration::from_secs(10) {
@@ -1345,5 +1410,25 @@ mod tests {
             err("target:\n  dsns: [\"host=a\", \"host=b\"]\nrun:\n  shard: 0/2\n  run_id: x\n  readers: 2\n")
                 .contains("shards drive one target")
         );
+    }
+
+    #[test]
+    fn snapshots_are_oracles_and_awr_true_is_snapshots_awr() {
+        let mut c = Config::default();
+        c.collector.snapshots = Snapshots::Statspack;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("collector.snapshots") && e.contains("Oracle"),
+            "{e}"
+        );
+        c.engine = Database::Oracle;
+        c.validate().unwrap();
+        c.collector.awr = true;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("keep one of them"), "{e}");
+        c.collector.snapshots = Snapshots::None;
+        assert_eq!(c.collector.snapshots(), Snapshots::Awr);
+        let parsed: CollectorConfig = serde_saphyr::from_str("snapshots: auto\n").unwrap();
+        assert_eq!(parsed.snapshots, Snapshots::Auto);
     }
 }

@@ -90,41 +90,55 @@ pub struct ChangePoint {
     pub change_ci95: (f64, f64),
 }
 
-/// Q̂ of every split τ in [min_seg, n − min_seg], in O(n²): within-segment distance sums
-/// are kept as running totals while τ moves right.
-fn best_split(x: &[f64], min_seg: usize) -> Option<(usize, f64)> {
+/// The best split of x: the τ and κ that maximise Q̂ of X = x[0..τ) against Y = x[τ..κ),
+/// over every τ and every κ (Matteson & James search κ too: with κ fixed at the end, a block
+/// in the middle, such as an improvement that was reverted, is weighed against everything
+/// after it and missed). O(n²): with row prefix sums of the distances, P[j][i] = Σ_{i' < i}
+/// |x_i' − x_j|, moving κ right adds P[κ−1][τ] to the cross sum and P[κ−1][κ−1] − P[κ−1][τ]
+/// to Y's own.
+fn best_split(x: &[f64], min_seg: usize) -> Option<(usize, usize, f64)> {
     let n = x.len();
-    if n < 2 * min_seg.max(1) {
+    let min_seg = min_seg.max(1);
+    if n < 2 * min_seg {
         return None;
     }
-    let d = |i: usize, j: usize| (x[i] - x[j]).abs();
-    // within[0..τ) grows by the distances of x[τ] to the points before it; within[τ..n)
-    // shrinks by the distances of x[τ] to the points after it.
-    let mut total = 0.0;
-    for i in 0..n {
-        for j in i + 1..n {
-            total += d(i, j);
+    let w = n + 1;
+    let mut p = vec![0.0f64; n * w];
+    for j in 0..n {
+        for i in 0..n {
+            p[j * w + i + 1] = p[j * w + i] + (x[i] - x[j]).abs();
         }
     }
-    let (mut left, mut right) = (0.0, total);
-    let mut best: Option<(usize, f64)> = None;
+    let pairs = |c: f64| c * (c - 1.0) / 2.0;
+    let mut within_x = 0.0;
+    let mut best: Option<(usize, usize, f64)> = None;
     for tau in 1..n {
-        let to_left: f64 = (0..tau - 1).map(|i| d(i, tau - 1)).sum();
-        let from_right: f64 = (tau..n).map(|j| d(tau - 1, j)).sum();
-        left += to_left;
-        right -= from_right;
-        if tau < min_seg.max(1) || n - tau < min_seg.max(1) {
+        // within[0..τ) gains the distances of x[τ−1] to the points before it.
+        within_x += p[(tau - 1) * w + tau - 1];
+        if tau < min_seg || n - tau < min_seg {
             continue;
         }
-        let (m, k) = (tau as f64, (n - tau) as f64);
-        let cross = total - left - right;
-        let pairs = |c: f64| c * (c - 1.0) / 2.0;
-        let within_x = if tau > 1 { left / pairs(m) } else { 0.0 };
-        let within_y = if n - tau > 1 { right / pairs(k) } else { 0.0 };
-        let e = 2.0 * cross / (m * k) - within_x - within_y;
-        let q = m * k / (m + k) * e;
-        if best.is_none_or(|(_, b)| q > b) {
-            best = Some((tau, q));
+        let m = tau as f64;
+        let wx = if tau > 1 { within_x / pairs(m) } else { 0.0 };
+        let (mut cross, mut within_y) = (0.0, 0.0);
+        for kappa in tau + 1..=n {
+            let row = (kappa - 1) * w;
+            cross += p[row + tau];
+            within_y += p[row + kappa - 1] - p[row + tau];
+            let k = (kappa - tau) as f64;
+            if (kappa - tau) < min_seg {
+                continue;
+            }
+            let wy = if kappa - tau > 1 {
+                within_y / pairs(k)
+            } else {
+                0.0
+            };
+            let e = 2.0 * cross / (m * k) - wx - wy;
+            let q = m * k / (m + k) * e;
+            if best.is_none_or(|(_, _, b)| q > b) {
+                best = Some((tau, kappa, q));
+            }
         }
     }
     best
@@ -142,7 +156,7 @@ fn permutation_p(x: &[f64], q: f64, o: &Options, rng: &mut SmallRng) -> f64 {
             let j = rng.random_range(0..=i);
             perm.swap(i, j);
         }
-        if best_split(&perm, o.min_segment).is_some_and(|(_, pq)| pq >= q * (1.0 - 1e-12)) {
+        if best_split(&perm, o.min_segment).is_some_and(|(_, _, pq)| pq >= q * (1.0 - 1e-12)) {
             as_large += 1;
             if as_large >= give_up {
                 return (as_large + 1) as f64 / (done + 1) as f64;
@@ -160,15 +174,22 @@ fn split_recursive(
     rng: &mut SmallRng,
     out: &mut Vec<(usize, f64, f64)>,
 ) {
-    let Some((tau, q)) = best_split(x, o.min_segment) else {
+    let Some((tau, kappa, q)) = best_split(x, o.min_segment) else {
         return;
     };
     if q <= 0.0 || !q.is_finite() {
         return;
     }
-    let p = permutation_p(x, q, o, rng);
+    let mut p = permutation_p(x, q, o, rng);
     if p > o.alpha {
-        return;
+        // Shuffles cannot reach alpha on a short segment (10 runs, 5 of them high: at least
+        // 6 of the 252 orders hold a block as extreme). There Student's t on the split's two
+        // sides decides, at a fiftieth of alpha.
+        let t = compare(x, (0, tau), (tau, kappa)).t_p_value;
+        if t > o.alpha / 50.0 {
+            return;
+        }
+        p = t;
     }
     out.push((offset + tau, q, p));
     split_recursive(&x[..tau], offset, o, rng, out);
@@ -192,10 +213,20 @@ fn measure(
     q_hat: f64,
     p_value: f64,
 ) -> ChangePoint {
-    let (a, b) = (&x[start..index], &x[index..end]);
-    let (ma, mb) = (mean(a), mean(b));
-    let (sa, sb) = (sum_sq(a, ma), sum_sq(b, mb));
-    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let mut c = compare(x, (start, index), (index, end));
+    c.q_hat = q_hat;
+    c.p_value = p_value;
+    c
+}
+
+/// Two segments of `x`, [a.0, a.1) before and [b.0, b.1) after (not necessarily adjacent):
+/// means, spreads, 95% intervals and Student's t-test with pooled variance. The change point
+/// is at `b.0`; q_hat and p_value are left 0 and 1 for the caller.
+pub fn compare(x: &[f64], a: (usize, usize), b: (usize, usize)) -> ChangePoint {
+    let (xa, xb) = (&x[a.0..a.1], &x[b.0..b.1]);
+    let (ma, mb) = (mean(xa), mean(xb));
+    let (sa, sb) = (sum_sq(xa, ma), sum_sq(xb, mb));
+    let (na, nb) = (xa.len() as f64, xb.len() as f64);
     let df = na + nb - 2.0;
     let pooled_sd = if df > 0.0 {
         ((sa + sb) / df).sqrt()
@@ -240,20 +271,20 @@ fn measure(
     let h = t_crit * se_diff;
     let sd = |s: f64, n: f64| if n > 1.0 { (s / (n - 1.0)).sqrt() } else { 0.0 };
     ChangePoint {
-        index,
-        q_hat,
-        p_value,
+        index: b.0,
+        q_hat: 0.0,
+        p_value: 1.0,
         t_p_value,
         before: Segment {
-            start,
-            end: index,
+            start: a.0,
+            end: a.1,
             mean: ma,
             sd: sd(sa, na),
             ci95: interval(ma, sa, na),
         },
         after: Segment {
-            start: index,
-            end,
+            start: b.0,
+            end: b.1,
             mean: mb,
             sd: sd(sb, nb),
             ci95: interval(mb, sb, nb),
@@ -265,6 +296,41 @@ fn measure(
             (f64::NEG_INFINITY, f64::INFINITY)
         },
     }
+}
+
+/// The first-night test: are the newest runs `x[at..]` worse than the `x[from..at]` before
+/// them? One-sided Student t for the mean of k new runs against n earlier ones, with the
+/// earlier runs' spread (a prediction interval: t = (m_new − m) / (s·√(1/k + 1/n)), n − 1
+/// degrees of freedom). Unlike the permutation test it has no floor on a short series: one
+/// new run of 17 can never be below p = 1/17 by shuffles, but it can be by this test.
+/// Returns the one-sided p-value in the worse direction (`higher_is_better`: lower is worse).
+pub fn newest_p(x: &[f64], from: usize, at: usize, higher_is_better: bool) -> Option<f64> {
+    let (base, new) = (&x[from..at], &x[at..]);
+    let n = base.len();
+    if n < 3 || new.is_empty() {
+        return None;
+    }
+    let m = mean(base);
+    let s = (sum_sq(base, m) / (n - 1) as f64).sqrt();
+    let d = mean(new) - m;
+    let se = s * (1.0 / new.len() as f64 + 1.0 / n as f64).sqrt();
+    let worse = if higher_is_better { -d } else { d };
+    if se == 0.0 {
+        return Some(if worse > 0.0 { 0.0 } else { 1.0 });
+    }
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
+    Some(1.0 - t.cdf(worse / se))
+}
+
+/// The smallest step (relative to the mean) that the first-night test finds on its first
+/// night 80% of the time, at a noise of `cv` (sd / mean) with `n` earlier runs:
+/// (t(1 − α, n − 1) + z(0.8)) · cv · √(1 + 1/n). None below 3 runs (no spread to compare).
+pub fn detectable_step(cv: f64, n: usize, alpha: f64) -> Option<f64> {
+    if n < 3 || !cv.is_finite() {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?;
+    Some((t.inverse_cdf(1.0 - alpha) + 0.8416) * cv * (1.0 + 1.0 / n as f64).sqrt())
 }
 
 /// The change points of `x` (oldest first), each with its neighbouring segments' means.
@@ -355,12 +421,12 @@ mod tests {
         // x = [0, 0, 10, 10]: at τ = 2 cross distances are all 10, within 0:
         // Ê = 2·10 − 0 − 0 = 20, Q̂ = 2·2/4 · 20 = 20. At τ = 1: cross mean = (0+10+10)/3,
         // within-Y = (10+10+0)/3, Ê = 40/3 − 0 − 20/3 = 20/3, Q̂ = 3/4 · 20/3 = 5.
-        let (tau, q) = best_split(&[0.0, 0.0, 10.0, 10.0], 1).unwrap();
+        let (tau, _, q) = best_split(&[0.0, 0.0, 10.0, 10.0], 1).unwrap();
         assert_eq!(tau, 2);
         assert!((q - 20.0).abs() < 1e-9, "{q}");
         // x = [0, 10, 10, 10]: at τ = 1, Ê = 2·10 − 0 − 0 = 20 and Q̂ = 1·3/4 · 20 = 15; at
         // τ = 2 and 3 the cross and within means cancel (Ê = 0).
-        let (tau, q) = best_split(&[0.0, 10.0, 10.0, 10.0], 1).unwrap();
+        let (tau, _, q) = best_split(&[0.0, 10.0, 10.0, 10.0], 1).unwrap();
         assert_eq!(tau, 1);
         assert!((q - 15.0).abs() < 1e-9, "{q}");
         assert!(best_split(&[1.0], 1).is_none());

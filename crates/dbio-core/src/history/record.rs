@@ -21,6 +21,8 @@ pub enum RecordKind {
     Run,
     /// A `dbio ramp` ramp.json.
     Ramp,
+    /// A `dbio calibrate` calibrate.json: the raw device, the platform canary.
+    Calibrate,
 }
 
 impl RecordKind {
@@ -28,6 +30,7 @@ impl RecordKind {
         match self {
             RecordKind::Run => "run",
             RecordKind::Ramp => "ramp",
+            RecordKind::Calibrate => "calibrate",
         }
     }
 
@@ -35,6 +38,7 @@ impl RecordKind {
         match s {
             "run" => Some(RecordKind::Run),
             "ramp" => Some(RecordKind::Ramp),
+            "calibrate" => Some(RecordKind::Calibrate),
             _ => None,
         }
     }
@@ -86,6 +90,19 @@ pub struct StepFigures {
     pub client_read_p50_us: Option<f64>,
     pub client_read_p99_us: Option<f64>,
     pub db_avg_read_latency_us: Option<f64>,
+    /// The device's average read time (iostat r_await) in µs; a calibration's mean small-I/O
+    /// latency.
+    #[serde(default)]
+    pub device_read_latency_us: Option<f64>,
+    /// Device reads / database reads (result.json device.physical_read_ratio; a ramp step:
+    /// the mean over its repeats).
+    #[serde(default)]
+    pub physical_read_ratio: Option<f64>,
+    /// The step's reads mostly did not reach storage: its physical-read ratio is under 0.5
+    /// (the device's, or the backends' own /proc/<pid>/io), as the run's page-cache warning
+    /// says. Null when the run could not tell (no device or host figures).
+    #[serde(default)]
+    pub cache_served: Option<bool>,
 }
 
 /// One recorded run or ramp, without its document.
@@ -111,8 +128,28 @@ pub struct StoredRun {
 }
 
 impl StepFigures {
-    fn of(s: &StepSummary) -> StepFigures {
+    /// A step's figures; `host_ratio` is the backends' own physical-read ratio
+    /// (result.json host.physical_read_ratio) where the document has it.
+    fn of(s: &StepSummary, host_ratio: Option<f64>) -> StepFigures {
         let mean = |v: &Option<crate::summary::Stat>| v.as_ref().map(|s| s.mean);
+        // The same evidence as the run's warnings (stats::dbstats::cache_warnings and
+        // host_cache_warnings): a ratio under 0.5, or the warning itself in a ramp step.
+        let ratios = [s.physical_read_ratio, host_ratio];
+        let warned = s
+            .warnings
+            .iter()
+            .any(|w| w.contains("page cache served the rest"));
+        let cache_served = if warned
+            || ratios
+                .iter()
+                .any(|r| r.is_some_and(|r| r < crate::stats::dbstats::MIN_PHYSICAL_RATIO))
+        {
+            Some(true)
+        } else if ratios.iter().any(Option::is_some) {
+            Some(false)
+        } else {
+            None
+        };
         StepFigures {
             step: s.step.clone(),
             readers: s.key.readers,
@@ -128,6 +165,9 @@ impl StepFigures {
             client_read_p50_us: mean(&s.client_read_p50_us),
             client_read_p99_us: mean(&s.client_read_p99_us),
             db_avg_read_latency_us: mean(&s.db_avg_read_latency_us),
+            device_read_latency_us: None,
+            physical_read_ratio: s.physical_read_ratio,
+            cache_served,
         }
     }
 }
@@ -267,11 +307,18 @@ pub fn parse_document(
         _ => {}
     }
     let content_sha256 = sha256_hex(canonical_json(&value).as_bytes());
+    if value.get("kind").and_then(Value::as_str) == Some("calibrate") {
+        return parse_calibration(&value, source, tag, content_sha256);
+    }
     let is_ramp = value.get("kind").and_then(Value::as_str) == Some("ramp");
     let (kind, status, started, finished, config, environment, label, steps) = if is_ramp {
         let ramp: RampResult = serde_json::from_value(value)
             .map_err(|e| doc_error(source, format!("not a valid dbio ramp: {e}")))?;
-        let steps: Vec<StepFigures> = ramp.steps.iter().map(StepFigures::of).collect();
+        let steps: Vec<StepFigures> = ramp
+            .steps
+            .iter()
+            .map(|s| StepFigures::of(s, None))
+            .collect();
         (
             RecordKind::Ramp,
             ramp.status,
@@ -285,8 +332,17 @@ pub fn parse_document(
     } else {
         let run: RunResult = serde_json::from_value(value)
             .map_err(|e| doc_error(source, format!("not a valid dbio result: {e}")))?;
+        let host_ratio = run.host.as_ref().and_then(|h| h.physical_read_ratio);
+        let device_latency = run
+            .device
+            .as_ref()
+            .and_then(|d| d.avg_read_wait_ms)
+            .map(|ms| ms * 1000.0);
         let steps: Vec<StepFigures> = summarize(std::slice::from_ref(&run), vec![])
-            .map(|s| StepFigures::of(&s))
+            .map(|s| StepFigures {
+                device_read_latency_us: device_latency,
+                ..StepFigures::of(&s, host_ratio)
+            })
             .into_iter()
             .collect();
         (
@@ -308,10 +364,7 @@ pub fn parse_document(
         .flatten();
     let shape = shape_of(&config, run_time, environment.as_ref());
     let label = label.unwrap_or_else(|| "unlabelled".into());
-    let series = format!(
-        "{label} [{}]",
-        &sha256_hex(canonical_json(&shape).as_bytes())[..8]
-    );
+    let series = series_key(&label, &shape);
     let (tag, tag_source) = match tag {
         Some((t, s)) => (Some(t), Some(s)),
         None => (None, None),
@@ -341,6 +394,135 @@ pub fn parse_document(
         // Stores keep microseconds (PostgreSQL's timestamptz), so the record does too.
         started: started.trunc_subsecs(6),
         finished: finished.trunc_subsecs(6),
+        steps,
+        content_sha256,
+    })
+}
+
+/// The label of every calibration's series: the platform canary.
+pub const PLATFORM_LABEL: &str = "platform";
+
+/// What of a shape splits series: the workload and the data set. The server's major version
+/// and settings are kept in the shape (and shown) but are events on a series, not a new one
+/// (an upgrade with a drop must be compared, not hidden in a new flat series).
+pub fn series_key(label: &str, shape: &Value) -> String {
+    let mut comparable = shape.clone();
+    if let Value::Object(m) = &mut comparable {
+        m.remove("server_major");
+        m.remove("settings");
+    }
+    format!(
+        "{label} [{}]",
+        &sha256_hex(canonical_json(&comparable).as_bytes())[..8]
+    )
+}
+
+/// A calibrate.json (read as JSON: dbio-calibrate's model depends on core, not the other
+/// way): one step per load level, `q<level>`, with the small I/Os' IOPS and mean latency as
+/// the device's figures.
+fn parse_calibration(
+    value: &Value,
+    source: &str,
+    tag: Option<(String, String)>,
+    content_sha256: String,
+) -> Result<RunRecord, HistoryError> {
+    let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_string);
+    let time = |k: &str| {
+        text(k)
+            .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.with_timezone(&Utc).trunc_subsecs(6))
+    };
+    let (Some(started), Some(finished)) = (time("started"), time("finished")) else {
+        return Err(doc_error(
+            source,
+            "this calibrate.json has no start and end time (written by an older dbio): run `dbio calibrate` again to record the device",
+        ));
+    };
+    let seconds = value
+        .get("seconds_per_point")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let write_pct = value.get("write_pct").and_then(Value::as_u64).unwrap_or(0) as u32;
+    let points = value
+        .get("points")
+        .and_then(Value::as_array)
+        .ok_or_else(|| doc_error(source, "not a valid dbio calibrate.json: no points"))?;
+    let mut steps = Vec::with_capacity(points.len());
+    for p in points {
+        let level = p.get("level").and_then(Value::as_u64).ok_or_else(|| {
+            doc_error(
+                source,
+                "not a valid dbio calibrate.json: a point has no level",
+            )
+        })? as u32;
+        let iops = p.get("small_iops").and_then(Value::as_f64);
+        let mean_us = p
+            .get("small_latency_us")
+            .and_then(|l| l.get("mean"))
+            .and_then(Value::as_f64);
+        steps.push(StepFigures {
+            step: format!("q{level}"),
+            readers: level,
+            writers: 0,
+            update_pct: write_pct,
+            status: RunStatus::Ok,
+            repeats: 1,
+            elapsed_s: seconds,
+            db_read_iops: None,
+            db_write_iops: None,
+            device_read_iops: iops,
+            client_ops_per_s: None,
+            client_read_p50_us: None,
+            client_read_p99_us: None,
+            db_avg_read_latency_us: None,
+            device_read_latency_us: mean_us,
+            physical_read_ratio: None,
+            cache_served: Some(false),
+        });
+    }
+    if steps.is_empty() {
+        return Err(doc_error(
+            source,
+            "the calibration holds no load level to record",
+        ));
+    }
+    let pick = |k: &str| value.get(k).cloned().unwrap_or(Value::Null);
+    let shape = serde_json::json!({
+        "kind": "calibrate",
+        "path": pick("path"),
+        "device_kind": pick("device_kind"),
+        "size_bytes": pick("size_bytes"),
+        "block_bytes": pick("block_bytes"),
+        "large_bytes": pick("large_bytes"),
+        "engine": pick("engine"),
+        "direct_io": pick("direct_io"),
+        "write_pct": pick("write_pct"),
+        "seconds_per_point": pick("seconds_per_point"),
+    });
+    let (tag, tag_source) = match tag {
+        Some((t, s)) => (Some(t), Some(s)),
+        None => (None, None),
+    };
+    Ok(RunRecord {
+        kind: RecordKind::Calibrate,
+        identity: Identity {
+            label: PLATFORM_LABEL.into(),
+            series: series_key(PLATFORM_LABEL, &shape),
+            shape,
+            tag,
+            tag_source,
+            host: text("host").unwrap_or_default(),
+            target: text("path").unwrap_or_default(),
+            server_version: String::new(),
+            server_version_num: 0,
+            settings: BTreeMap::new(),
+            data_set: Value::Null,
+            dbio_version: text("dbio_version")
+                .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+        },
+        status: RunStatus::Ok,
+        started,
+        finished,
         steps,
         content_sha256,
     })

@@ -149,6 +149,18 @@ pub struct Marks {
     pub titles: Vec<Vec<String>>,
     /// Dashed vertical lines at these x values (change points), each with its <title>.
     pub markers: Vec<(f64, String)>,
+    /// The x values are days since 1970-01-01 (UTC): ticks are labelled as dates.
+    pub x_dates: bool,
+    /// Shaded bands behind the points: (x from, x to, y low, y high, <title>), e.g. a
+    /// segment's mean ± its run-to-run sd.
+    pub bands: Vec<(f64, f64, f64, f64, String)>,
+}
+
+/// `2026-12-01` for a day count since 1970-01-01.
+fn date_label(days: f64) -> String {
+    chrono::DateTime::from_timestamp((days * 86_400.0).round() as i64, 0)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_else(|| fmt_num(days))
 }
 
 /// The unit in an axis title: `latency (µs)` -> `µs`; the whole title when it has none.
@@ -356,15 +368,38 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
             .filter(|t| tx(*t) >= x0 && tx(*t) <= x1)
             .collect()
     };
+    // Dates need room: at most 5 of them.
+    let x_ticks = if marks.x_dates {
+        let step = x_ticks.len().div_ceil(5).max(1);
+        x_ticks.into_iter().step_by(step).collect()
+    } else {
+        x_ticks
+    };
+    for (x0b, x1b, ylo, yhi, title) in &marks.bands {
+        let (a, b) = (px(*x0b), px(*x1b));
+        let (ya, yb) = (py(*yhi), py(ylo.max(t_lo)));
+        let _ = writeln!(
+            o,
+            r##"<rect class="noise-band" x="{a:.1}" y="{ya:.1}" width="{:.1}" height="{:.1}" fill="#1f77b4" fill-opacity="0.12"><title>{}</title></rect>"##,
+            (b - a).max(1.0),
+            (yb - ya).max(0.0),
+            escape(title)
+        );
+    }
     for t in spaced(x_ticks, px) {
         let x = px(t);
+        let label = if marks.x_dates {
+            date_label(t)
+        } else {
+            fmt_num(t)
+        };
         let _ = writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             top + plot_h,
             top + plot_h + 5.0,
             top + plot_h + 19.0,
-            fmt_num(t)
+            label
         );
     }
     let _ = writeln!(

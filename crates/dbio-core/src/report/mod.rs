@@ -139,7 +139,16 @@ pub fn render_text(r: &RunResult) -> String {
         }
     );
     if let Some(rp) = &env.read_path {
-        let _ = writeln!(o, "{}", read_path_line(rp));
+        let line = match r.engine {
+            Database::Oracle => format!(
+                "read path {}: {} (from {}, verified)",
+                rp.path.as_str(),
+                rp.plan,
+                rp.source
+            ),
+            Database::Postgres => read_path_line(rp),
+        };
+        let _ = writeln!(o, "{line}");
     }
     for t in &ds.tables {
         let _ = writeln!(
@@ -381,6 +390,9 @@ struct Words {
     /// Checkpoints and autovacuum in the window (PostgreSQL's own maintenance).
     maintenance: bool,
     read_event: &'static str,
+    /// The event line is the measured wait row of `read_event` (the database counts its
+    /// waits), not the read requests.
+    event_line_from_waits: bool,
     foreground: &'static str,
     background: &'static str,
 }
@@ -397,6 +409,7 @@ fn words(engine: Database) -> Words {
             db_time_source: " (pg_stat_database.active_time)",
             maintenance: true,
             read_event: "IO:DataFileRead",
+            event_line_from_waits: false,
             foreground: "dbio sessions",
             background: "Background events (server processes, sampled)",
         },
@@ -410,6 +423,7 @@ fn words(engine: Database) -> Words {
             db_time_source: " (V$SYS_TIME_MODEL)",
             maintenance: false,
             read_event: "db file sequential read",
+            event_line_from_waits: true,
             foreground: "foreground sessions",
             background: "Background events (background processes: all waits less foreground)",
         },
@@ -622,7 +636,31 @@ fn db_sections(o: &mut String, r: &RunResult) {
             opt(c.latency_ratio, 2)
         );
     }
-    let line = db.io_event_line(words.read_event);
+    // Where the database counts the event's waits (Oracle's V$SYSTEM_EVENT), the line is
+    // that row's; elsewhere the read requests and their average latency.
+    let measured = r.waits.as_ref().and_then(|w| {
+        w.foreground
+            .iter()
+            .find(|row| row.measured && row.event.rsplit(':').next() == Some(words.read_event))
+    });
+    let line = match (words.event_line_from_waits, measured) {
+        (true, Some(row)) => db.io_event_line_of(row),
+        _ => db.io_event_line(words.read_event),
+    };
+    if let Some(a) = &db.awr_info {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "awr_info (SLOB's misc/awr_info.sh columns: per second; DB CPU = DB CPU + background CPU; \
+             PREADS/PWRITES data-file requests, READ/WRITE_MBS all files; latencies µs, 0 = no waits)"
+        );
+        let _ = writeln!(o, "{}", crate::stats::dbstats::AwrInfo::HEADER);
+        let _ = writeln!(
+            o,
+            "{}",
+            a.line(r.label.as_deref().unwrap_or("run"), r.sessions.len() as u32)
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "Run | Event | Waits | Time(s) | Latency(µs) | IOPS");
     let _ = writeln!(
@@ -973,5 +1011,63 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    // Regression: the Oracle event line labelled the read requests as 'db file sequential
+    // read' waits: 12,000,000 requests / 4,800 s shown where the event counted 9,000,000
+    // waits / 3,600 s (the rest were 'db file parallel read').
+    #[test]
+    fn the_oracle_event_line_is_the_events_own_waits() {
+        let mut r = result(Database::Oracle);
+        if let Some(db) = r.db.as_mut() {
+            db.seconds = 300.0;
+            db.read_iops = 40_000.0;
+            db.avg_read_latency_us = Some(400.0);
+            db.awr_info = Some(crate::stats::dbstats::AwrInfo {
+                elapsed_s: 300.0,
+                db_cpu_per_s: Some(1.25),
+                db_time_per_s: 20.0,
+                executes_per_s: 40_000.0,
+                lio_per_s: 41_000.0,
+                preads_per_s: 40_000.0,
+                read_mib_per_s: 312.5,
+                pwrites_per_s: 0.0,
+                write_mib_per_s: 0.0,
+                redo_mib_per_s: 0.0,
+                dfsr_lat_us: Some(400.0),
+                dpr_lat_us: None,
+                dfpr_lat_us: Some(1_500.0),
+                dfpw_lat_us: None,
+                lfpw_lat_us: None,
+                top_wait: Some("db file sequential read 9000000 3600 0 60.0 User I/O".into()),
+            });
+        }
+        if let Some(w) = r.waits.as_mut() {
+            w.foreground.push(WaitRow {
+                event: "User I/O:db file sequential read".into(),
+                waits: Some(9_000_000),
+                time_s: 3_600.0,
+                avg_us: Some(400.0),
+                pct_db_time: Some(60.0),
+                measured: true,
+                samples: 0,
+                note: None,
+                device_await_ms: None,
+            });
+        }
+        let text = render_text(&r);
+        assert!(
+            text.contains("run | db file sequential read | 9000000 | 3600.00 | 400.0 | 40000.0"),
+            "{text}"
+        );
+        assert!(!text.contains("12000000"), "{text}");
+        assert!(
+            text.contains(crate::stats::dbstats::AwrInfo::HEADER)
+                && text.contains("run|0|300|1.2|20.0|40000|41000|40000|312.5|0|0|0.0|400|0|1500|0|0|db file sequential read"),
+            "{text}"
+        );
+        // PostgreSQL's line stays its read requests (its waits are sampled, not counted).
+        let pg = render_text(&result(Database::Postgres));
+        assert!(pg.contains("run | IO:DataFileRead | 1000 |"), "{pg}");
     }
 }

@@ -46,6 +46,74 @@ pub struct DbMetrics {
     pub invalid_reasons: Vec<String>,
     /// The raw counter deltas behind the figures, by `view.column`.
     pub counters: BTreeMap<String, f64>,
+    /// Oracle: the run's line as SLOB's misc/awr_info.sh computes it from an AWR report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awr_info: Option<AwrInfo>,
+}
+
+/// One run's figures in the columns of SLOB's misc/awr_info.sh (`FILE|SESSIONS|ELAPSED|DB CPU|
+/// DB Tm|EXECUTES|LIO|PREADS|READ_MBS|PWRITES|WRITE_MBS|REDO_MBS|DFSR_LAT|DPR_LAT|DFPR_LAT|
+/// DFPW_LAT|LFPW_LAT|TOP WAIT|`), computed as awr_info.sh reads them from an AWR report: per
+/// second over the window; DB CPU is the Load Profile's "DB CPU(s)" plus "Background CPU(s)";
+/// READ_MBS/WRITE_MBS are 'physical read/write total bytes' (all files) while PREADS/PWRITES
+/// are 'physical read/write IO requests' (data files); the latencies are total wait time ÷
+/// waits in µs of the foreground 'db file sequential read' (DFSR), 'direct path read' (DPR) and
+/// 'db file parallel read' (DFPR) and the background 'db file parallel write' (DFPW) and 'log
+/// file parallel write' (LFPW); TOP WAIT is the first row of the top foreground events (DB CPU
+/// included). A latency is null where the event had no waits (awr_info prints 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AwrInfo {
+    pub elapsed_s: f64,
+    /// DB CPU + background CPU, seconds per second; null where the time model is missing.
+    pub db_cpu_per_s: Option<f64>,
+    pub db_time_per_s: f64,
+    pub executes_per_s: f64,
+    pub lio_per_s: f64,
+    pub preads_per_s: f64,
+    pub read_mib_per_s: f64,
+    pub pwrites_per_s: f64,
+    pub write_mib_per_s: f64,
+    pub redo_mib_per_s: f64,
+    pub dfsr_lat_us: Option<f64>,
+    pub dpr_lat_us: Option<f64>,
+    pub dfpr_lat_us: Option<f64>,
+    pub dfpw_lat_us: Option<f64>,
+    pub lfpw_lat_us: Option<f64>,
+    /// `event waits time(s) avg(ms) %DBtime class`, or `DB CPU time(s) %DBtime`.
+    pub top_wait: Option<String>,
+}
+
+impl AwrInfo {
+    /// awr_info.sh's header line, exactly.
+    pub const HEADER: &'static str = "FILE|SESSIONS|ELAPSED|DB CPU|DB Tm|EXECUTES|LIO|PREADS|READ_MBS|PWRITES|WRITE_MBS|REDO_MBS|DFSR_LAT|DPR_LAT|DFPR_LAT|DFPW_LAT|LFPW_LAT|TOP WAIT|";
+
+    /// The line as awr_info.sh prints its columns: ELAPSED, EXECUTES, LIO, PREADS and PWRITES
+    /// truncated to integers, READ_MBS with one decimal, WRITE_MBS rounded to an integer,
+    /// REDO_MBS truncated to one decimal, latencies rounded to whole µs (0 without waits).
+    pub fn line(&self, file: &str, sessions: u32) -> String {
+        let lat = |v: Option<f64>| format!("{:.0}", v.unwrap_or(0.0));
+        format!(
+            "{file}|{sessions}|{}|{}|{:.1}|{}|{}|{}|{:.1}|{}|{:.0}|{:.1}|{}|{}|{}|{}|{}|{}|",
+            self.elapsed_s.trunc() as u64,
+            self.db_cpu_per_s
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_default(),
+            self.db_time_per_s,
+            self.executes_per_s.trunc() as u64,
+            self.lio_per_s.trunc() as u64,
+            self.preads_per_s.trunc() as u64,
+            self.read_mib_per_s,
+            self.pwrites_per_s.trunc() as u64,
+            self.write_mib_per_s,
+            (self.redo_mib_per_s * 10.0).trunc() / 10.0,
+            lat(self.dfsr_lat_us),
+            lat(self.dpr_lat_us),
+            lat(self.dfpr_lat_us),
+            lat(self.dfpw_lat_us),
+            lat(self.lfpw_lat_us),
+            self.top_wait.as_deref().unwrap_or("")
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -314,7 +382,27 @@ impl DbMetrics {
                 .flat_map(|p| p.invalid_reasons.iter().cloned())
                 .collect(),
             counters,
+            // SLOB's line describes one database's report; a sum over targets has none.
+            awr_info: None,
         })
+    }
+
+    /// The line of a measured wait row: its event, waits, time and average wait, beside the
+    /// read IOPS (Oracle: the foreground 'db file sequential read', not the read requests,
+    /// which also count multiblock and parallel reads).
+    pub fn io_event_line_of(&self, row: &WaitRow) -> IoEventLine {
+        IoEventLine {
+            event: row
+                .event
+                .rsplit(':')
+                .next()
+                .unwrap_or(&row.event)
+                .to_string(),
+            waits: row.waits.unwrap_or(0),
+            time_s: row.time_s,
+            latency_us: row.avg_us,
+            iops: self.read_iops,
+        }
     }
 
     pub fn io_event_line(&self, event: &str) -> IoEventLine {
