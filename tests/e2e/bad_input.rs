@@ -348,9 +348,34 @@ async fn setup_with_more_loaders_than_connection_slots_is_refused_before_anythin
 async fn a_closed_pipe_ends_dbio_quietly() {
     let pg = TestCluster::start(16);
     pg.load("2", "256blocks");
-    let store = tempfile::tempdir().unwrap();
-    let store = store.path().join("h.db");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().join("h.db");
     let dsn = pg.dsn();
+    // A store with one run in it, for `history list`.
+    let out = store_dir.path().join("run");
+    let (out, store_arg) = (out.to_str().unwrap(), store.to_str().unwrap());
+    assert_exit(
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "2",
+            "--scale",
+            "256blocks",
+            "--readers",
+            "1",
+            "--run-time",
+            "1s",
+            "-q",
+            "--out",
+            out,
+            "--record",
+            "--store",
+            store_arg,
+        ]),
+        0,
+    );
     for args in [
         vec!["check", "--dsn", &dsn],
         vec!["completions", "bash"],

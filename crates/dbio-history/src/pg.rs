@@ -83,9 +83,7 @@ impl PgStore {
         .map_err(|e| {
             HistoryError::store(
                 "PostgreSQL store",
-                format!(
-                    "not a valid store ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"
-                ),
+                format!("not a valid store ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"),
             )
         })?;
         let name = format!("PostgreSQL {}", target.redacted());
@@ -415,7 +413,10 @@ mod tests {
             .unwrap();
             let shown = t.redacted();
             assert!(!shown.contains("s3cret"), "{shown}");
-            assert!(shown.contains("host=") && shown.contains("dbname="), "{shown}");
+            assert!(
+                shown.contains("host=") && shown.contains("dbname="),
+                "{shown}"
+            );
         }
     }
 }

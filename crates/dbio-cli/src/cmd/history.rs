@@ -554,7 +554,13 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             }
             outln!(
                 "{:>5}  {:<20}  {:<9}  {:<12}  {:<8}  {:<11}  {:>5}  series",
-                "id", "started (UTC)", "kind", "tag", "status", "host", "steps"
+                "id",
+                "started (UTC)",
+                "kind",
+                "tag",
+                "status",
+                "host",
+                "steps"
             );
             for r in &runs {
                 let rec = &r.record;
@@ -857,7 +863,8 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             let id = s.decide(&d)?;
             outln!(
                 "history: decision #{id}: {key} retired after run #{newest} by {}: {}; a newer run in it is checked again",
-                d.decided_by, d.reason
+                d.decided_by,
+                d.reason
             );
             Ok(0)
         }
