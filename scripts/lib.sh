@@ -19,12 +19,34 @@ ensure_pg_server() {
     apt-get install -y -qq postgresql >/dev/null
 }
 
-# Makes sure cargo, rustfmt and clippy are there.
+# Installs Debian packages (as root) when a command or file they provide is missing:
+# ensure_debs CHECK PACKAGE... where CHECK is a command name or an absolute path.
+ensure_debs() {
+    local check=$1
+    shift
+    case "$check" in
+        /*) [ -e "$check" ] && return 0 ;;
+        *) command -v "$check" >/dev/null 2>&1 && return 0 ;;
+    esac
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "$check is missing: install $* (Debian/Ubuntu: sudo apt-get install $*)" >&2
+        return 2
+    fi
+    echo "installing $* (apt-get install)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "$@" >/dev/null
+}
+
+# Makes sure cargo, rustfmt and clippy are there, and what building dbio needs besides:
+# OpenSSL's headers (dbio's TLS is the system's OpenSSL, as libpq's) and pkg-config.
 ensure_rust() {
     if ! command -v cargo >/dev/null 2>&1; then
         echo "cargo is missing: install Rust from https://rustup.rs" >&2
         return 2
     fi
+    ensure_debs pkg-config pkg-config
+    ensure_debs /usr/include/openssl/ssl.h libssl-dev
     if command -v rustup >/dev/null 2>&1; then
         cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
         cargo clippy --version >/dev/null 2>&1 || rustup component add clippy

@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_rust
 ensure_pg_server
+# The tests' tools: the openssl command (an encrypted client key), Debian's psql (the TLS
+# parity table), mkfs.ext4 and e2fsck (a mounted loop device left intact), losetup/swapon.
+ensure_debs openssl openssl
+ensure_debs /usr/lib/postgresql/15/bin/psql postgresql-client-15
+ensure_debs e2fsck e2fsprogs
+ensure_debs swapon util-linux
 for major in 13 14 16 17 18; do
     ensure_pg_npm "$major"
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"

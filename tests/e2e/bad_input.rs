@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_bin, require_root, stderr, stdout};
+use dbio_tests::{TestCluster, assert_exit, dbio, require_root, stderr, stdout};
 
 fn error_line(o: &std::process::Output) -> String {
     stderr(o)
@@ -192,7 +192,7 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
     tx.batch_execute("LOCK TABLE user1.cf1 IN ACCESS SHARE MODE")
         .await
         .unwrap();
-    let child = Command::new(dbio_bin())
+    let child = dbio_tests::dbio_command()
         .args(setup_args("1200blocks", true))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -256,7 +256,7 @@ async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it()
         "30000blocks",
         "-q",
     ];
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -306,4 +306,151 @@ async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it()
 
     assert_exit(&dbio(&args), 0);
     assert_exit(&dbio(&check), 0);
+}
+
+// Seen: `setup --parallel 64` against max_connections 40 failed with "...: db error" and left 5
+// schemas marked `loading`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_with_more_loaders_than_connection_slots_is_refused_before_anything_is_created() {
+    let pg = TestCluster::start_with(16, None, &[("max_connections", "40")]);
+    let o = dbio(&[
+        "setup",
+        "--dsn",
+        &pg.dsn(),
+        "--schemas",
+        "64",
+        "--scale",
+        "64blocks",
+        "--parallel",
+        "64",
+    ]);
+    assert_exit(&o, 2);
+    let e = error_line(&o);
+    assert!(
+        e.contains("64 loader connections") && e.contains("max_connections is 40"),
+        "{e}"
+    );
+    let c = pg.client().await;
+    let schemas: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'user%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(schemas, 0, "nothing was created");
+}
+
+// Seen: `dbio check | head -1` panicked (exit 101, a backtrace); so did completions and
+// history list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_dbio_quietly() {
+    let pg = TestCluster::start(16);
+    pg.load("2", "256blocks");
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().join("h.db");
+    let dsn = pg.dsn();
+    // A store with one run in it, for `history list`.
+    let out = store_dir.path().join("run");
+    let (out, store_arg) = (out.to_str().unwrap(), store.to_str().unwrap());
+    assert_exit(
+        &dbio(&[
+            "run",
+            "--dsn",
+            &dsn,
+            "--schemas",
+            "2",
+            "--scale",
+            "256blocks",
+            "--readers",
+            "1",
+            "--run-time",
+            "1s",
+            "-q",
+            "--out",
+            out,
+            "--record",
+            "--store",
+            store_arg,
+        ]),
+        0,
+    );
+    for args in [
+        vec!["check", "--dsn", &dsn],
+        vec!["completions", "bash"],
+        vec!["history", "list", "--store", store.to_str().unwrap()],
+    ] {
+        // The reader has left before dbio writes its first line, as `head -1` leaves.
+        let mut child = dbio_tests::dbio_command()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let e = stderr(&o);
+        assert!(
+            matches!(o.status.code(), Some(0 | 141)),
+            "{args:?}: {:?} {e}",
+            o.status
+        );
+        assert!(
+            !e.contains("panicked") && !e.contains("Broken pipe"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+// Seen: escape sequences from a label, a forged mark and a history tag reached the terminal
+// raw, and a U+202E override reordered a label; `-c /dev/zero` read 7 GB in 8 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_from_files_marks_and_tags_reaches_the_terminal_escaped_and_files_are_bounded() {
+    let started = Instant::now();
+    let o = dbio(&["config", "-c", "/dev/zero"]);
+    assert_exit(&o, 2);
+    assert!(
+        error_line(&o).contains("larger than 1 MiB"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let pg = TestCluster::start(16);
+    let c = pg.client().await;
+    c.batch_execute(
+        "CREATE SCHEMA evil1; COMMENT ON SCHEMA evil1 IS \
+         '{\"dbio\":{\"format\":1,\"id\":\"x\\u001b]0;pwned\\u0007\\u202e\",\"prefix\":\"evil\",\"schema\":1,\"schemas\":1,\
+         \"scale_blocks\":64,\"block_size\":8192,\"tablespace\":null,\"seed\":1,\"state\":\"complete\",\
+         \"dbio_version\":\"\\u001b[2J\",\"created_at\":\"\\u202egnp.exe\",\"at\":\"\"}}'",
+    )
+    .await
+    .unwrap();
+    let o = dbio(&["list", "--dsn", &pg.dsn()]);
+    assert_exit(&o, 0);
+    let shown = stdout(&o);
+    assert!(
+        shown.contains("\\u{1b}[2J") && shown.contains("\\u{202e}gnp.exe"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+    let o = dbio(&["list", "--dsn", &pg.dsn(), "--format", "json"]);
+    let json = stdout(&o);
+    assert!(
+        !json.contains('\u{1b}') && !json.contains('\u{202e}'),
+        "{json:?}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v.to_string().contains('\u{202e}'),
+        "the JSON still holds the same text: {v}"
+    );
 }

@@ -2,11 +2,11 @@
 //! figures against the test's own reading of the same views, the warnings that keep them
 //! honest, the sampler, and the device statistics.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, require_root,
+    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, require_root,
 };
 use serde_json::Value;
 
@@ -258,7 +258,7 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     c.batch_execute("CREATE DATABASE other").await.unwrap();
     let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -3,18 +3,17 @@
 //! output, and a long run of 256 sessions. Each ends cleanly, says why, and leaves no dbio
 //! session on the server.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_postgres::scratch;
 use dbio_tests::{
-    TestCluster, assert_exit, dbio, dbio_bin, num, read_result, stderr, stdout,
-    wait_no_dbio_sessions,
+    TestCluster, assert_exit, dbio, num, read_result, stderr, stdout, wait_no_dbio_sessions,
 };
 use serde_json::Value;
 
 pub(crate) fn spawn(args: &[&str]) -> Child {
-    Command::new(dbio_bin())
+    dbio_tests::dbio_command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

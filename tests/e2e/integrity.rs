@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, dbio, dbio_bin, is_root, read_result, stderr, wait_no_dbio_sessions,
+    TestCluster, assert_exit, dbio, is_root, read_result, stderr, wait_no_dbio_sessions,
 };
 use serde_json::Value;
 
@@ -51,7 +51,7 @@ async fn pid_of(c: &tokio_postgres::Client, name: &str, timeout: Duration) -> i3
 }
 
 fn spawn_run(dsn: &str, out: &str, run_time: &str, extra: &[&str]) -> Child {
-    Command::new(dbio_bin())
+    dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -283,6 +283,107 @@ async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
     assert_exit(&o, 2);
 }
 
+// Seen: a result merged with its own copy or a hard link doubled every count (7,064 ops ->
+// 14,128, exit 0); a shard whose counts were multiplied by 10 but not its histogram was merged;
+// `merge A B --out A --overwrite` replaced input A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_refuses_a_document_twice_a_forged_shard_and_an_input_as_output() {
+    let pg = TestCluster::start(16);
+    pg.load("2", SCALE);
+    let work = tempfile::tempdir().unwrap();
+    let a = work.path().join("a");
+    assert_exit(&run(&pg.dsn(), &a, "1s", &[]), 0);
+    let a_json = a.join("result.json");
+    let merge = |args: &[&str]| dbio(&[&["merge"], args].concat());
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+
+    // The same document twice: a hard link, a copy, a copy with a new label.
+    let link = work.path().join("link.json");
+    std::fs::hard_link(&a_json, &link).unwrap();
+    let copy = work.path().join("copy.json");
+    let mut relabelled: Value =
+        serde_json::from_str(&std::fs::read_to_string(&a_json).unwrap()).unwrap();
+    std::fs::write(&copy, relabelled.to_string()).unwrap();
+    relabelled["label"] = "another name".into();
+    let renamed = work.path().join("renamed.json");
+    std::fs::write(&renamed, relabelled.to_string()).unwrap();
+    for twin in [&link, &copy, &renamed] {
+        let o = merge(&[
+            &s(&a_json),
+            &s(twin),
+            "--out",
+            &s(&work.path().join("never")),
+        ]);
+        assert_exit(&o, 2);
+        assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
+    }
+    assert!(!work.path().join("never").exists());
+
+    // Shards 0 and 1 of one run (the same window): they merge; shard 1 with its counts
+    // multiplied by 10 but not its histogram is refused by every reader.
+    let x = as_shard(&a, &work.path().join("x"), "run-f", 0, 2);
+    let y = as_shard(&a, &work.path().join("y"), "run-f", 1, 2);
+    let mut forged: Value = serde_json::from_str(&std::fs::read_to_string(&y).unwrap()).unwrap();
+    for path in [&["client", "ops"][..], &["client", "read", "count"]] {
+        let v = &mut forged[path[0]][path[1]];
+        let v = if path.len() == 3 { &mut v[path[2]] } else { v };
+        *v = (v.as_u64().unwrap() * 10).into();
+    }
+    for s in forged["sessions"].as_array_mut().unwrap() {
+        s["ops"][0] = (s["ops"][0].as_u64().unwrap() * 10).into();
+    }
+    let f = work.path().join("forged.json");
+    std::fs::write(&f, forged.to_string()).unwrap();
+    let o = merge(&[&s(&x), &s(&f), "--out", &s(&work.path().join("never"))]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("histogram holds"), "{}", stderr(&o));
+    // `history add` goes on past a bad file and exits 1 when any was not added.
+    let store = s(&work.path().join("h.db"));
+    for (args, code) in [
+        (vec!["report".to_string(), s(&f)], 2),
+        (vec!["compare".into(), s(&x), s(&f)], 2),
+        (
+            vec![
+                "history".into(),
+                "add".into(),
+                s(&f),
+                "--store".into(),
+                store,
+            ],
+            1,
+        ),
+    ] {
+        let o = dbio(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_exit(&o, code);
+        assert!(
+            stderr(&o).contains("the figures were changed"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+
+    // The input as the output: refused, the input unchanged.
+    let before = std::fs::read(&x).unwrap();
+    let o = merge(&[
+        &s(&x),
+        &s(&y),
+        "--out",
+        &s(x.parent().unwrap()),
+        "--overwrite",
+    ]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("would replace the input"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&x).unwrap(), before);
+    assert_exit(
+        &merge(&[&s(&x), &s(&y), "--out", &s(&work.path().join("m"))]),
+        0,
+    );
+}
+
 // `run --shard I/N --start-at T`: three processes run every third of 3 readers, release
 // their sessions at one instant, only shard 0 collects; merged, they are one run whose
 // operations the server counted.

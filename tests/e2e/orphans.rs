@@ -1,9 +1,9 @@
 //! No dbio work left on the server after dbio itself is gone.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, dbio_bin};
+use dbio_tests::TestCluster;
 
 /// Starts a `--engine server` run of 10 minutes, SIGKILLs dbio once the loops run, and
 /// returns how long the server took to end them.
@@ -12,7 +12,7 @@ async fn loops_left_after_sigkill(pg: &TestCluster) -> Duration {
     let dsn = pg.dsn();
     let c = pg.client().await;
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -49,7 +49,7 @@ fn the_quickstart_ramp_reads_from_the_device_at_every_step() {
         }
     }
     let _stop = Stop(&dir);
-    let out = std::process::Command::new(dbio_tests::dbio_bin())
+    let out = dbio_tests::dbio_command()
         .current_dir(work.path())
         .args(["quickstart", "-c"])
         .arg(&config)

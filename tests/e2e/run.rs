@@ -1,12 +1,10 @@
 //! `dbio run` against a real server: the client's counts against the server's own counters,
 //! exact work loops, hot spots, Ctrl-C, and refused combinations.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{
-    TestCluster, assert_exit, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions,
-};
+use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -340,7 +338,7 @@ async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
     let c = pg.client().await;
     for engine in ["client", "server"] {
         let out_dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(dbio_bin())
+        let mut child = dbio_tests::dbio_command()
             .args([
                 "run",
                 "--dsn",

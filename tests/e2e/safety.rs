@@ -10,8 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, is_root, read_result,
-    require_root, stderr,
+    TestCluster, assert_exit, assert_valid_result, dbio, is_root, read_result, require_root, stderr,
 };
 
 /// A folder on the real disk (not tmpfs): calibrate needs O_DIRECT.
@@ -370,7 +369,7 @@ async fn a_failed_result_write_prints_the_report_and_keeps_the_result_elsewhere(
     let fallback = dir.path().join("tmp");
     std::fs::create_dir(&fallback).unwrap();
     let dsn = pg.dsn();
-    let mut child = Command::new(dbio_bin())
+    let mut child = dbio_tests::dbio_command()
         .args(run_args(&dsn, out.to_str().unwrap(), "3s"))
         .env("TMPDIR", &fallback)
         .stdout(Stdio::piped())
@@ -420,4 +419,77 @@ async fn a_failed_result_write_prints_the_report_and_keeps_the_result_elsewhere(
     assert_valid_result(&value);
     assert_eq!(value["status"], "ok");
     assert!(!out.exists(), "dbio recreated the removed folder");
+}
+
+// Seen: teardown trusted a mark copied onto another role's schema: as superuser it dropped
+// that role's schema and data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_copied_onto_another_roles_schema_survives_teardown_and_setup_force() {
+    let pg = TestCluster::start(16);
+    pg.load("2", "256blocks");
+    let c = pg.client().await;
+    // bob's own schema and data, given user2's marks (as schema 3, without the owner field).
+    let mark: String = c
+        .query_one(
+            "SELECT obj_description('user2'::regnamespace, 'pg_namespace')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let mut forged: serde_json::Value = serde_json::from_str(&mark).unwrap();
+    forged["dbio"]["schema"] = 3.into();
+    forged["dbio"].as_object_mut().unwrap().remove("owner");
+    let table_mark: String = c
+        .query_one(
+            "SELECT obj_description('user2.cf1'::regclass, 'pg_class')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "CREATE ROLE bob; CREATE SCHEMA user3 AUTHORIZATION bob; \
+         CREATE TABLE user3.cf1 (custid bigint, note text); ALTER TABLE user3.cf1 OWNER TO bob; \
+         INSERT INTO user3.cf1 SELECT g, 'bob''s row' FROM generate_series(1, 100) g; \
+         COMMENT ON SCHEMA user3 IS '{}'; COMMENT ON TABLE user3.cf1 IS '{}'",
+        forged.to_string().replace('\'', "''"),
+        table_mark.replace('\'', "''")
+    ))
+    .await
+    .unwrap();
+    let dsn = pg.dsn();
+    let o = dbio(&[
+        "setup",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "3",
+        "--scale",
+        "256blocks",
+        "--force",
+        "-q",
+    ]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("owned by role `bob`"), "{}", stderr(&o));
+    let o = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    assert_exit(&o, 0);
+    let out = dbio_tests::stdout(&o);
+    assert!(
+        out.contains("dropped schema user1") && out.contains("dropped schema user2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("left user3") && out.contains("owned by role `bob`"),
+        "{out}"
+    );
+    let rows: i64 = c
+        .query_one(
+            "SELECT count(*) FROM user3.cf1 WHERE note = 'bob''s row'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 100, "bob's data is untouched");
 }

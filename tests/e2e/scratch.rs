@@ -98,7 +98,7 @@ fn scratch_without_binaries_says_how_to_install() {
 /// `dbio` run in `cwd` (where `.dbio/scratch` is looked for) with a clean PG* environment
 /// and USER=root, which names no role on a scratch cluster.
 fn dbio_in(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new(dbio_tests::dbio_bin());
+    let mut cmd = dbio_tests::dbio_command();
     cmd.args(args).current_dir(cwd);
     for k in [
         "PGHOST",

@@ -5,11 +5,11 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, stderr,
+    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, stderr,
     wait_no_dbio_sessions,
 };
 use serde_json::Value;
@@ -296,9 +296,11 @@ async fn a_stopped_server_and_ctrl_c_end_the_run_within_15_s_with_lost_sessions(
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let stopped = Stopped::stop(pg.cluster.data_dir());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let interrupted_at = Instant::now();
     send(child.id(), libc::SIGINT);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A repeat within 1 s is the same request (`timeout -s INT` sends two): the second Ctrl-C
+    // comes later.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let interrupted_at = Instant::now();
     send(child.id(), libc::SIGINT);
     let code = wait_exit(&mut child, Duration::from_secs(15));
     let took = interrupted_at.elapsed();
@@ -395,7 +397,7 @@ async fn sigterm_and_sighup_end_runs_ramps_and_the_server_engine_with_a_result()
 
     // Under nohup (SIGHUP ignored before exec) a hangup does not end the run.
     let out = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(dbio_bin());
+    let mut cmd = dbio_tests::dbio_command();
     cmd.args(run_args(
         &dsn,
         out.path(),
@@ -426,6 +428,37 @@ async fn sigterm_and_sighup_end_runs_ramps_and_the_server_engine_with_a_result()
         "{}",
         r["error"]
     );
+}
+
+// `timeout -s INT` delivers SIGINT twice (to dbio, then to its process group): in 2 of 14 runs
+// dbio took the second for a second Ctrl-C, dropped the database figures and reported both
+// sessions lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_sigint_within_a_second_ends_the_run_like_one() {
+    let pg = TestCluster::start(16);
+    pg.load("1", "1000blocks");
+    let dsn = pg.dsn();
+    let out = tempfile::tempdir().unwrap();
+    let mut child = spawn(&run_args(
+        &dsn,
+        out.path(),
+        &["--readers", "2", "--run-time", "60s"],
+    ));
+    let c = pg.client().await;
+    wait_sessions(&c, 2).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    send(child.id(), libc::SIGINT);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    send(child.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 1);
+    let r = assert_interrupted_by(out.path(), "Ctrl-C");
+    assert_eq!(num(&r, &["sessions_lost"]), 0.0, "{}", r["sessions"]);
+    assert!(
+        !r["db"].is_null(),
+        "the database figures are kept: {}",
+        warnings(&r)
+    );
+    assert!(!warnings(&r).contains("a second time"), "{}", warnings(&r));
 }
 
 // A role's CONNECTION LIMIT was answered with "raise max_connections"; a missing Unix
@@ -508,4 +541,40 @@ async fn a_session_error_keeps_the_servers_detail_and_hint() {
     }
     let report = std::fs::read_to_string(out.path().join("report.txt")).unwrap();
     assert!(report.contains("HINT: drop trigger e2e_refuse"), "{report}");
+}
+
+// Connect-time errors from tokio-postgres kept the server's message but lost its DETAIL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_pg17,
+    ignore = "needs PostgreSQL 17 (login event triggers)"
+)]
+async fn a_refused_connection_keeps_the_servers_detail_and_hint() {
+    let pg = TestCluster::start_pg17(16, &[]);
+    let c = pg.client().await;
+    c.batch_execute(
+        "CREATE ROLE bench LOGIN; \
+         CREATE FUNCTION no_login() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF current_user = 'bench' THEN RAISE EXCEPTION 'no logins now' \
+             USING DETAIL = 'maintenance window', HINT = 'come back at six'; END IF; END $$; \
+         CREATE EVENT TRIGGER no_login ON login EXECUTE FUNCTION no_login()",
+    )
+    .await
+    .unwrap();
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=bench dbname=postgres",
+        pg.cluster.state.port
+    );
+    let o = dbio(&["teardown", "--dsn", &dsn]);
+    assert_exit(&o, 2);
+    let e = stderr(&o);
+    assert!(
+        e.contains("DETAIL: maintenance window") && e.contains("HINT: come back at six"),
+        "{e}"
+    );
+    let target = dbio_postgres::Target::from_dsn(&dsn).unwrap();
+    let Err(e) = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") else {
+        panic!("a session connected past the login trigger");
+    };
+    assert!(e.to_string().contains("DETAIL: maintenance window"), "{e}");
 }

@@ -2,10 +2,10 @@
 //! what is in flight at its end is cancelled and excluded, and database rates divide by the
 //! interval their counters really cover.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, dbio, dbio_bin, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{TestCluster, dbio, num, read_result, stderr, wait_no_dbio_sessions};
 
 /// idx_scan of user1.cf1 once no dbio session is left.
 async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
@@ -61,7 +61,7 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     let out_dir = tempfile::tempdir().unwrap();
     let run_s = 6.0;
     let started = Instant::now();
-    let child = Command::new(dbio_bin())
+    let child = dbio_tests::dbio_command()
         .args([
             "run",
             "--dsn",

@@ -145,6 +145,25 @@ pub fn dbio_bin() -> PathBuf {
     bin
 }
 
+/// A `dbio` command whose child starts with SIGINT, SIGTERM and SIGHUP at their default
+/// dispositions, as under a terminal. The tests that signal dbio model a user at a terminal;
+/// under `nohup` (SIGHUP ignored) or a background job of a script (SIGINT ignored) the child
+/// would otherwise inherit the ignored signals, and rightly ignore them.
+pub fn dbio_command() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(dbio_bin());
+    // SAFETY: signal(2) between fork and exec is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// Runs `dbio args...` with a clean PG* environment and returns its output.
 pub fn dbio(args: &[&str]) -> Output {
     dbio_env(args, &[])

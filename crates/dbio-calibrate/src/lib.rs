@@ -24,7 +24,7 @@ use dbio_core::stats::{LatencySummary, encode_histogram};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use model::{Calibration, Point};
+pub use model::{Calibration, CalibrationStatus, Point};
 
 use engine::{ALIGN, Load, Region};
 use target::{FileMark, Target};
@@ -127,8 +127,14 @@ fn validate(o: &CalibrateOptions) -> Result<()> {
     Ok(())
 }
 
-/// Measures every level; `progress` is told about each point as it starts.
-pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibration> {
+/// Measures every level; `progress` is told about each point as it starts. When `stop`
+/// turns true (Ctrl-C), the level in progress is dropped (it did not last its duration) and
+/// the levels measured so far are returned with status `interrupted`.
+pub fn calibrate(
+    o: &CalibrateOptions,
+    progress: &dyn Fn(&str),
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Calibration> {
     validate(o)?;
     let target = target::inspect(o)?;
     let writes = o.write_pct > 0;
@@ -148,7 +154,7 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
                     o.path.display()
                 ));
             }
-            let f = target::open_direct(&o.path, writes)?;
+            let f = target::open_direct(&o.path, writes, false)?;
             if writes && FileMark::read_direct(&f, &o.path)?.is_none() {
                 return Err(CalibrateError::Usage(format!(
                     "{} changed while dbio opened it and is no longer a calibration file dbio created; nothing was written",
@@ -157,7 +163,8 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
             }
             f
         }
-        Target::Device | Target::Foreign => target::open_direct(&o.path, writes)?,
+        Target::Device => target::open_direct(&o.path, writes, true)?,
+        Target::Foreign => target::open_direct(&o.path, writes, false)?,
     };
     let is_block = target == Target::Device;
     let full = target::size_of(&o.path, &f, is_block)?;
@@ -174,7 +181,12 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
     }
     let started = chrono::Utc::now();
     let mut points = Vec::new();
+    let mut status = CalibrationStatus::Ok;
     for &level in &o.levels {
+        if stop() {
+            status = CalibrationStatus::Interrupted;
+            break;
+        }
         progress(&format!(
             "level {level}: small {} KiB random I/O for {:?}",
             o.block >> 10,
@@ -190,7 +202,7 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
                 write_pct,
                 seed,
             };
-            engine::measure(o.engine, &f, &o.path, load)
+            engine::measure(o.engine, &f, &o.path, load, stop)
         };
         let small = run(o.block, o.write_pct, o.seed)?;
         progress(&format!(
@@ -199,6 +211,10 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
             o.duration
         ));
         let large = run(o.large, 0, o.seed ^ 0xA5A5)?;
+        if stop() {
+            status = CalibrationStatus::Interrupted;
+            break;
+        }
         points.push(Point {
             level,
             small_iops: small.ops as f64 / small.seconds,
@@ -212,6 +228,7 @@ pub fn calibrate(o: &CalibrateOptions, progress: &dyn Fn(&str)) -> Result<Calibr
     Ok(Calibration {
         format: 1,
         kind: "calibrate".into(),
+        status,
         path: o.path.display().to_string(),
         device_kind: if is_block {
             "block device".into()
@@ -274,7 +291,7 @@ mod tests {
         o.size = Some(32 << 20);
         for engine in [Engine::Psync, Engine::IoUring] {
             o.engine = engine;
-            let c = match calibrate(&o, &|_| {}) {
+            let c = match calibrate(&o, &|_| {}, &|| false) {
                 Ok(c) => c,
                 Err(e)
                     if engine == Engine::IoUring
@@ -299,11 +316,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut o = opts(dir.path().join("f"));
         o.block = 1000;
-        assert_eq!(calibrate(&o, &|_| {}).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            calibrate(&o, &|_| {}, &|| false).unwrap_err().exit_code(),
+            2
+        );
         let mut o = opts(dir.path().join("f"));
         o.levels = vec![];
         assert!(
-            calibrate(&o, &|_| {})
+            calibrate(&o, &|_| {}, &|| false)
                 .unwrap_err()
                 .to_string()
                 .contains("--levels")
@@ -311,7 +331,7 @@ mod tests {
         let mut o = opts(dir.path().join("missing"));
         o.create = false;
         assert!(
-            calibrate(&o, &|_| {})
+            calibrate(&o, &|_| {}, &|| false)
                 .unwrap_err()
                 .to_string()
                 .contains("--create")

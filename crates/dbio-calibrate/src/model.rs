@@ -21,11 +21,24 @@ pub struct Point {
     pub large_histogram: String,
 }
 
+/// Whether every level asked for was measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CalibrationStatus {
+    #[default]
+    Ok,
+    /// Stopped by Ctrl-C (SIGTERM, SIGHUP): `points` holds the levels measured before.
+    Interrupted,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     pub format: u32,
     /// Always "calibrate".
     pub kind: String,
+    /// Files written before status was recorded are complete calibrations.
+    #[serde(default)]
+    pub status: CalibrationStatus,
     pub path: String,
     pub device_kind: String,
     pub size_bytes: u64,
@@ -59,8 +72,8 @@ impl Calibration {
     }
 
     pub fn read(path: &Path) -> std::result::Result<Calibration, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("calibration {}: cannot read it: {e}", path.display()))?;
+        let text = dbio_core::input::read_bounded(path, dbio_core::input::DOCUMENT_MAX_BYTES)
+            .map_err(|e| format!("calibration {}: {e}", path.display()))?;
         let c: Calibration = serde_json::from_str(&text).map_err(|e| {
             format!(
                 "calibration {}: not a dbio calibrate.json ({e})",
@@ -73,6 +86,58 @@ impl Calibration {
                 path.display()
             ));
         }
+        let mut c = c;
+        c.check_sane()
+            .map_err(|m| format!("calibration {}: {m}", path.display()))?;
+        c.path = dbio_core::text::printable(&c.path);
+        c.device_kind = dbio_core::text::printable(&c.device_kind);
         Ok(c)
+    }
+
+    /// Refuses what no calibration produces: format 0 or a newer one, no points, a level
+    /// twice, negative or non-finite figures, an undecodable histogram, or IOPS that its own
+    /// histogram does not hold (the I/Os counted over the point's seconds, within 10%: the
+    /// measured seconds run a little past the point's duration).
+    fn check_sane(&self) -> std::result::Result<(), String> {
+        if self.format != 1 {
+            return Err(format!(
+                "format {} is not one this dbio reads (1)",
+                self.format
+            ));
+        }
+        let secs = self.seconds_per_point;
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(format!("seconds_per_point = {secs}; must be above 0"));
+        }
+        if self.points.is_empty() {
+            return Err("it holds no measured level".into());
+        }
+        let mut levels: Vec<u32> = self.points.iter().map(|p| p.level).collect();
+        levels.sort_unstable();
+        if levels.windows(2).any(|w| w[0] == w[1]) || levels.first() == Some(&0) {
+            return Err("a level is 0 or appears twice".into());
+        }
+        for p in &self.points {
+            for (name, v) in [("small_iops", p.small_iops), ("large_mbps", p.large_mbps)] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(format!("level {}: {name} = {v}; never negative", p.level));
+                }
+            }
+            if p.small_histogram.is_empty() {
+                continue;
+            }
+            let h = dbio_core::stats::decode_histogram(&p.small_histogram)
+                .map_err(|e| format!("level {}: small_histogram: {e}", p.level))?;
+            let counted = h.len() as f64 / secs;
+            if (counted - p.small_iops).abs() > 0.1 * counted.max(p.small_iops) + 1.0 {
+                return Err(format!(
+                    "level {}: small_iops {:.0} but its histogram holds {} I/Os in {secs} s ({counted:.0}/s): the figures were changed",
+                    p.level,
+                    p.small_iops,
+                    h.len()
+                ));
+            }
+        }
+        Ok(())
     }
 }

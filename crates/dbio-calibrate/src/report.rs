@@ -20,6 +20,17 @@ impl Calibration {
             },
             self.large_bytes >> 10
         );
+        if self.status == crate::model::CalibrationStatus::Interrupted {
+            o.push_str(&format!(
+                "INTERRUPTED: {} level(s) measured before the stop ({}); the level in progress was dropped\n",
+                self.points.len(),
+                self.points
+                    .iter()
+                    .map(|p| p.level.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if let Some(best) = self
             .points
             .iter()
@@ -97,6 +108,7 @@ mod tests {
         let c = Calibration {
             format: 1,
             kind: "calibrate".into(),
+            status: Default::default(),
             path: "/x".into(),
             device_kind: "file".into(),
             size_bytes: 1 << 30,

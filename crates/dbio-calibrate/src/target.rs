@@ -3,7 +3,7 @@
 //! opening with O_DIRECT; making and filling a new file.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use rand::rngs::SmallRng;
@@ -48,20 +48,140 @@ fn refuse_memory_fs(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens with O_DIRECT; a filesystem without it gets a clear usage error.
-pub(crate) fn open_direct(path: &Path, write: bool) -> Result<File> {
+/// Opens with O_DIRECT; a filesystem without it gets a clear usage error. A block device is
+/// opened with O_EXCL as mkfs does: the kernel refuses it (EBUSY) while a file system, swap,
+/// device mapper or MD holds it, and nothing can mount or claim it while dbio measures.
+pub(crate) fn open_direct(path: &Path, write: bool, device: bool) -> Result<File> {
+    let flags = libc::O_DIRECT | if device { libc::O_EXCL } else { 0 };
     OpenOptions::new()
         .read(true)
         .write(write)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(flags)
         .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) {
-                no_direct(path)
-            } else {
-                io_err(path, e)
-            }
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL) => no_direct(path),
+            Some(libc::EBUSY) if device => in_use(
+                path,
+                "the kernel reports it busy (held by a file system, swap, device mapper or MD)",
+            ),
+            _ => io_err(path, e),
         })
+}
+
+fn in_use(path: &Path, why: &str) -> CalibrateError {
+    CalibrateError::Usage(format!(
+        "{} is in use: {why}; dbio never measures a device in use, whatever the flags (as mkfs refuses it). \
+         Unmount it, swapoff it or remove it from its volume group or array first, or measure a file on its file system (--create --size)",
+        path.display()
+    ))
+}
+
+/// The block devices `dev` stands for: itself and its partitions, as sysfs lists them
+/// (/sys/dev/block/MAJ:MIN and its subfolders that hold a `partition` file); each with its
+/// kernel name and device number.
+fn device_and_partitions(dev: u64) -> Vec<(String, u64)> {
+    let sys = std::path::PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ));
+    let name = std::fs::canonicalize(&sys)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let mut out = vec![(name, dev)];
+    for entry in std::fs::read_dir(&sys).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if !p.join("partition").is_file() {
+            continue;
+        }
+        let Some((maj, min)) = std::fs::read_to_string(p.join("dev")).ok().and_then(|d| {
+            d.trim()
+                .split_once(':')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        }) else {
+            continue;
+        };
+        if let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) {
+            out.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                libc::makedev(maj, min),
+            ));
+        }
+    }
+    out
+}
+
+/// The device number of a path that is a block device.
+fn rdev_of(path: &str) -> Option<u64> {
+    let m = std::fs::metadata(path).ok()?;
+    m.file_type().is_block_device().then(|| m.rdev())
+}
+
+/// Refuses a block device that is mounted or holds a mounted partition (/proc/self/mountinfo:
+/// the device number, and the source device), is swap (/proc/swaps), has holders (an LVM
+/// physical volume, an MD member, dm-crypt: /sys/block/*/holders), or that the kernel will not
+/// give dbio exclusively (an O_EXCL open, as mkfs does).
+fn refuse_device_in_use(path: &Path, dev: u64) -> Result<()> {
+    let devices = device_and_partitions(dev);
+    let ours = |d: u64| {
+        devices
+            .iter()
+            .find(|(_, n)| *n == d)
+            .map(|(name, _)| name.clone())
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let point = fields.get(4).copied().unwrap_or("?");
+        let by_number = fields
+            .get(2)
+            .and_then(|mm| mm.split_once(':'))
+            .and_then(|(a, b)| Some(libc::makedev(a.parse().ok()?, b.parse().ok()?)));
+        // The source follows the " - " separator: fstype, then source.
+        let source = fields
+            .iter()
+            .position(|f| *f == "-")
+            .and_then(|i| fields.get(i + 2))
+            .and_then(|s| rdev_of(s));
+        if let Some(name) = by_number.and_then(ours).or_else(|| source.and_then(ours)) {
+            return Err(in_use(path, &format!("{name} is mounted on {point}")));
+        }
+    }
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for line in swaps.lines().skip(1) {
+        let Some(file) = line.split_whitespace().next() else {
+            continue;
+        };
+        if let Some(name) = rdev_of(file).and_then(ours) {
+            return Err(in_use(path, &format!("{name} is a swap device")));
+        }
+    }
+    for (name, d) in &devices {
+        let holders = format!(
+            "/sys/dev/block/{}:{}/holders",
+            libc::major(*d),
+            libc::minor(*d)
+        );
+        let held: Vec<String> = std::fs::read_dir(&holders)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !held.is_empty() {
+            return Err(in_use(
+                path,
+                &format!(
+                    "{name} is held by {} (an LVM volume, an MD array or another device mapper target)",
+                    held.join(", ")
+                ),
+            ));
+        }
+    }
+    // What the files above cannot show (a mount in another mount namespace, a claim by a
+    // driver): the kernel's own exclusive claim. Closed at once; the measurement reopens so.
+    open_direct(path, false, true).map(drop)
 }
 
 fn no_direct(path: &Path) -> CalibrateError {
@@ -191,6 +311,8 @@ pub(crate) fn inspect(o: &CalibrateOptions) -> Result<Target> {
                 "--create makes a file; a block device already exists".into(),
             ));
         }
+        // Before any flag is looked at: no flag makes a device in use fair game.
+        refuse_device_in_use(path, meta.rdev())?;
         if writes && !o.destroy_data {
             return Err(CalibrateError::Usage(format!(
                 "{} is a block device: writes would destroy its data; add --destroy-data if that is what you want, or measure it read-only with --write-pct 0",

@@ -1,6 +1,9 @@
 //! The `dbio` command. `main.rs` only calls [`main_with_args`]; everything else is here so
 //! tests can drive the whole CLI in-process.
 
+#[macro_use]
+mod term;
+
 mod args;
 mod cmd;
 mod effective;
@@ -82,14 +85,14 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("dbio: error: cannot start the async runtime: {e}");
+            errln!("dbio: error: cannot start the async runtime: {e}");
             return 1;
         }
     };
     let code = match runtime.block_on(cmd::dispatch(cli)) {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("dbio: error: {}", f.message);
+            errln!("dbio: error: {}", f.message);
             f.code
         }
     };

@@ -60,7 +60,7 @@ async fn interruptible<T: Send + 'static>(
         r = &mut work => return joined(r),
         by = interrupts.clone().reached(1) => by,
     };
-    eprintln!(
+    errln!(
         "dbio: {by}: stopping {what}: breaking the statement in flight (a second {by} stops waiting)"
     );
     let b = breaker.clone();
@@ -69,7 +69,7 @@ async fn interruptible<T: Send + 'static>(
         r = &mut work => match joined(r) {
             // Its last statement ended before the break reached it: the work is done.
             Ok(v) => {
-                eprintln!("dbio: {what} had finished when {by} arrived");
+                errln!("dbio: {what} had finished when {by} arrived");
                 Ok(v)
             }
             Err(f) => Err(Failure::new(1, f.message)),
@@ -116,7 +116,7 @@ mod enabled {
     use crate::cmd::RunOutput;
 
     fn print(line: &str) {
-        println!("{line}");
+        outln!("{line}");
     }
 
     pub async fn setup(config: &Config, admin: ConnectString, force: bool) -> Result<u8, Failure> {
@@ -127,7 +127,7 @@ mod enabled {
             let (c, a) = (config.clone(), admin.clone());
             blocking(move || facts(&c, &a)).await?
         };
-        eprintln!(
+        errln!(
             "setup: {} Oracle schema(s) x {} blocks of {} kB in tablespace {} on {} (container {}, CON_ID {})",
             plan.schemas,
             plan.scale_blocks,
@@ -138,7 +138,7 @@ mod enabled {
             facts.container.con_id
         );
         if let Some(w) = cache_warning(&facts, &plan) {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         let t = timeouts(config);
         interruptible("setup", Breaker::new(), move |b| {
@@ -172,14 +172,14 @@ mod enabled {
         })
         .await?;
         if !found {
-            println!(
+            outln!(
                 "nothing to drop: no data set of prefix {} recorded by dbio",
                 config.data.prefix.to_uppercase()
             );
             return Ok(0);
         }
         if !yes {
-            println!("rerun with --yes to drop them");
+            outln!("rerun with --yes to drop them");
         }
         Ok(if yes { 0 } else { 1 })
     }

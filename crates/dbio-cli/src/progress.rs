@@ -43,7 +43,7 @@ impl LoadBars {
     }
 
     fn line(&self, text: &str) {
-        self.multi.suspend(|| eprintln!("{text}"));
+        self.multi.suspend(|| errln!("{text}"));
     }
 }
 

@@ -72,7 +72,7 @@ pub(crate) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Fa
         config.target.connect_timeout.0,
     )?;
     if !QUIET.load(Ordering::Relaxed) {
-        eprintln!("{}", target_line(&origin, &target));
+        errln!("{}", target_line(&origin, &target));
     }
     Ok(target)
 }
@@ -120,7 +120,7 @@ pub(crate) fn resolve_all(config: &Config, common: &CommonArgs) -> Result<Vec<Ta
             ));
         }
         if !QUIET.load(Ordering::Relaxed) {
-            eprintln!("target {}/{}: {target} (from {from})", i + 1, dsns.len());
+            errln!("target {}/{}: {target} (from {from})", i + 1, dsns.len());
         }
         targets.push(target);
     }
@@ -218,7 +218,7 @@ pub(crate) fn env_cmd(dir: &Path) -> Result<u8, Failure> {
             ),
         ));
     }
-    print!("{}", c.env_exports());
+    out!("{}", c.env_exports());
     Ok(0)
 }
 

@@ -6,6 +6,10 @@
 //!
 //! A SIGHUP that the process ignores (`nohup dbio run ...`) stays ignored.
 //!
+//! The same signal again within [`REPEAT_WINDOW`] counts once: `timeout -s INT` sends SIGINT to
+//! dbio and then to its process group, and a terminal's Ctrl-C reaches every process of the
+//! foreground group; neither is the user asking a second time.
+//!
 //! The handlers are installed on first use (when such a command starts), not at process
 //! start: once installed, a signal no longer ends the process by itself, so a command that
 //! does not listen (compare, scratch) keeps the default behaviour.
@@ -14,6 +18,9 @@ use std::sync::Mutex;
 
 use dbio_core::interrupt::Interrupts;
 use tokio::signal::unix::{SignalKind, signal};
+
+/// A repeat of the same signal sooner than this after the one counted is the same request.
+pub(crate) const REPEAT_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The listener of this process's runtime; reset when the runtime ends (see `forget`).
 static LISTENER: Mutex<Option<Interrupts>> = Mutex::new(None);
@@ -41,12 +48,17 @@ pub(crate) fn interrupts() -> Interrupts {
             Ok(mut stream) => {
                 let tx = std::sync::Arc::clone(&tx);
                 tokio::spawn(async move {
+                    let mut counted: Option<std::time::Instant> = None;
                     while stream.recv().await.is_some() {
+                        if counted.is_some_and(|t| t.elapsed() < REPEAT_WINDOW) {
+                            continue;
+                        }
+                        counted = Some(std::time::Instant::now());
                         tx.send(name);
                     }
                 });
             }
-            Err(e) => eprintln!(
+            Err(e) => errln!(
                 "dbio: warning: cannot watch {name} ({e}); it will end dbio without a result"
             ),
         }

@@ -9,6 +9,7 @@ pub mod discover;
 pub mod driver;
 pub mod error;
 pub mod history;
+pub mod input;
 pub mod interrupt;
 pub mod key_order;
 pub mod merge;
@@ -19,6 +20,7 @@ pub mod result;
 pub mod shape;
 pub mod stats;
 pub mod summary;
+pub mod text;
 pub mod units;
 pub mod workload;
 

@@ -90,8 +90,14 @@ pub struct MergedShard {
 pub enum MergeError {
     #[error("merge needs at least two results; got {0}")]
     TooFew(usize),
-    #[error("{} is given twice", .0.display())]
+    #[error("{} is given twice (the same file, a link or a hard link): each shard counts once", .0.display())]
     Duplicate(PathBuf),
+    #[error(
+        "{} and {} are one run's result given twice (the same run id, shard, client host and window start: a copy, or one changed): each shard counts once",
+        a.display(),
+        b.display()
+    )]
+    SameRun { a: PathBuf, b: PathBuf },
     #[error("result {}: {message}", path.display())]
     Unreadable { path: PathBuf, message: String },
     #[error("{} and {} are results of different runs: {detail}", a.display(), b.display())]
@@ -146,13 +152,14 @@ pub fn merge_files(paths: &[PathBuf], max_skew_s: Option<f64>) -> Result<RunResu
     if paths.len() < 2 {
         return Err(MergeError::TooFew(paths.len()));
     }
-    let mut seen = BTreeSet::new();
-    for p in paths {
-        let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-        if !seen.insert(canonical) {
-            return Err(MergeError::Duplicate(p.clone()));
-        }
-    }
+    // One document once: not the same file under two names (a link, a hard link)...
+    crate::input::refuse_same_file_twice(paths).map_err(|e| match e {
+        crate::CoreError::Result { path, .. } => MergeError::Duplicate(path),
+        other => MergeError::Unreadable {
+            path: paths[0].clone(),
+            message: other.to_string(),
+        },
+    })?;
     let results = paths
         .iter()
         .map(|p| {
@@ -165,7 +172,30 @@ pub fn merge_files(paths: &[PathBuf], max_skew_s: Option<f64>) -> Result<RunResu
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    refuse_same_run_twice(paths, &results)?;
     merge(paths, results, max_skew_s)
+}
+
+/// ...nor one run's result twice: a copy (the same content), or the same run's document
+/// under another name or changed (the same run id, shard, client host and window start).
+fn refuse_same_run_twice(paths: &[PathBuf], results: &[RunResult]) -> Result<(), MergeError> {
+    let key = |r: &RunResult| {
+        (
+            run_identity(r).map(str::to_string),
+            r.shard.as_ref().map(|s| s.index),
+            r.environment.client_host.clone(),
+            r.window.start,
+        )
+    };
+    for (i, (p, r)) in paths.iter().zip(results).enumerate() {
+        if let Some(j) = results[..i].iter().position(|o| key(o) == key(r)) {
+            return Err(MergeError::SameRun {
+                a: paths[j].clone(),
+                b: p.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Merges `results` (read from `paths`, same order).

@@ -20,6 +20,10 @@ use crate::stats::dbstats::{
 use crate::stats::{LatencySummary, encode_histogram};
 use crate::workload::OpKind;
 
+/// No rate in a result is above this (per second): a billion I/Os or statements per second is
+/// beyond any server or device this measures.
+const MAX_RATE_PER_S: f64 = 1e9;
+
 /// Version of the result document; readers refuse a newer one.
 pub const RESULT_FORMAT: u32 = 1;
 
@@ -521,7 +525,7 @@ impl RunResult {
             message,
         };
         let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+            crate::input::read_bounded(path, crate::input::DOCUMENT_MAX_BYTES).map_err(bad)?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
         match value.get("format").and_then(|f| f.as_u64()) {
@@ -575,26 +579,79 @@ impl RunResult {
         if let Some((name, v)) = rates.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
             return Err(format!("{name} = {v}; rates are never negative"));
         }
-        for (name, op) in [("read", &self.client.read), ("update", &self.client.update)] {
+        if let Some((name, v)) = rates.iter().find(|(_, v)| *v > MAX_RATE_PER_S) {
+            return Err(format!(
+                "{name} = {v:e}; no server or device does {MAX_RATE_PER_S:e} per second: the figures were changed"
+            ));
+        }
+        self.check_counts()
+    }
+
+    /// The counts agree with each other, as the driver writes them: each kind's count is what
+    /// its HDR histogram holds and the sum over the sessions, the total is the sum of the
+    /// kinds, and each rate is its count over the window (a merged result's: the sum of its
+    /// shards' counts over their own windows). A forged count (a shard multiplied by 10 but
+    /// not its histogram) fails here.
+    fn check_counts(&self) -> Result<(), String> {
+        let c = &self.client;
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) + 1e-6;
+        for (k, name, op) in [(0, "read", &c.read), (1, "update", &c.update)] {
             if !op.histogram.is_empty() {
-                crate::stats::decode_histogram(&op.histogram)
+                let h = crate::stats::decode_histogram(&op.histogram)
                     .map_err(|e| format!("client.{name}.histogram: {e}"))?;
+                if h.len() != op.count {
+                    return Err(format!(
+                        "client.{name}.count = {} but its histogram holds {} operations: the figures were changed",
+                        op.count,
+                        h.len()
+                    ));
+                }
+            }
+            if !self.sessions.is_empty() {
+                let sum: u64 = self.sessions.iter().map(|s| s.ops[k]).sum();
+                if sum != op.count {
+                    return Err(format!(
+                        "client.{name}.count = {} but its sessions counted {sum}: the figures were changed",
+                        op.count
+                    ));
+                }
+            }
+            if self.merge.is_none()
+                && !close(op.ops_per_s, op.count as f64 / self.window.measured_s)
+            {
+                return Err(format!(
+                    "client.{name}.ops_per_s = {} but {} operations in {} s are {}/s: the figures were changed",
+                    op.ops_per_s,
+                    op.count,
+                    self.window.measured_s,
+                    op.count as f64 / self.window.measured_s
+                ));
+            }
+        }
+        if c.ops != c.read.count + c.update.count {
+            return Err(format!(
+                "client.ops = {} but reads and updates are {}: the figures were changed",
+                c.ops,
+                c.read.count + c.update.count
+            ));
+        }
+        if let Some(m) = &self.merge {
+            let ops: u64 = m.shards.iter().map(|s| s.ops).sum();
+            let rate: f64 = m
+                .shards
+                .iter()
+                .filter(|s| s.measured_s > 0.0)
+                .map(|s| s.ops as f64 / s.measured_s)
+                .sum();
+            if ops != c.ops || !close(c.ops_per_s, rate) {
+                return Err(format!(
+                    "client.ops = {} at {}/s but its shards hold {ops} at {rate}/s: the figures were changed",
+                    c.ops, c.ops_per_s
+                ));
             }
         }
         Ok(())
     }
 }
 
-/// `text` with every control character (an escape sequence's ESC, a carriage return, a bell)
-/// written as `\u{..}`, so that text read from a result file cannot drive a terminal.
-pub fn printable(text: &str) -> String {
-    let mut o = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            o.push_str(&c.escape_unicode().to_string());
-        } else {
-            o.push(c);
-        }
-    }
-    o
-}
+pub use crate::text::printable;

@@ -369,7 +369,7 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
         path: file.clone(),
         message,
     };
-    let text = std::fs::read_to_string(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let text = crate::input::read_bounded(&file, crate::input::DOCUMENT_MAX_BYTES).map_err(bad)?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
     if value.get("kind").and_then(|k| k.as_str()) == Some("ramp") {

@@ -1,15 +1,14 @@
 //! The team store: the schema `dbio_history` in a PostgreSQL database (`--store
 //! postgresql://user@host/db`). dbio creates the schema when it is absent and migrates its
 //! own; a `dbio_history` schema that dbio did not create (no `schema_migrations` table) is
-//! refused, never written into. The password comes from the URL or `$PGPASSWORD`, and is never
-//! printed. TLS is not built into the store: a URL that requires it is refused before any
-//! password is sent.
+//! refused, never written into. It connects as every dbio connection does (dbio-postgres'
+//! `Target`): the password from the URL, `$PGPASSWORD` or the password file, TLS as sslmode
+//! asks; the password is never printed.
 
 use dbio_core::history::{
     Action, Added, Decision, HistoryError, HistoryStore, RunRecord, StepFigures, StoredRun,
 };
-use postgres::config::SslMode;
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 use crate::rows::{RunRow, StepRow, assemble, json_text, status};
 use crate::sql;
@@ -19,39 +18,6 @@ pub struct PgStore {
     client: Client,
     /// The schema version (the latest once migrated; a read-only store may be older).
     version: i64,
-}
-
-/// `postgresql://user@host:port/db` without the password.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let authority = match authority.rsplit_once('@') {
-        Some((user, host)) => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{user}@{host}")
-        }
-        None => authority.to_string(),
-    };
-    let tail: String = match tail.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|kv| !kv.starts_with("password="))
-                .collect();
-            if kept.is_empty() {
-                path.to_string()
-            } else {
-                format!("{path}?{}", kept.join("&"))
-            }
-        }
-        None => tail.to_string(),
-    };
-    format!("{scheme}://{authority}{tail}")
 }
 
 impl PgStore {
@@ -101,35 +67,29 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Connects through dbio's connection layer, as every session does: the URL (or a
+    /// `key=value` connection string) over the PG* environment, service files, the password
+    /// file, every sslmode with dbio's TLS; sslmode=require against a server without TLS
+    /// sends nothing after the SSL request.
     fn connect(url: &str) -> Result<PgStore, HistoryError> {
-        let name = format!("PostgreSQL {}", redact(url));
-        let err = |m: String| HistoryError::store(&name, m);
-        let mut config: postgres::Config = url.parse().map_err(|e| {
-            err(format!(
-                "not a valid postgresql:// URL ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"
-            ))
+        let env = dbio_postgres::conn::env_params()
+            .map_err(|e| HistoryError::store("PostgreSQL store", e.to_string()))?;
+        let target = dbio_postgres::Target::resolve(
+            None,
+            env,
+            Some(url),
+            std::time::Duration::from_secs(10),
+        )
+        .map_err(|e| {
+            HistoryError::store(
+                "PostgreSQL store",
+                format!("not a valid store ({e}); write it as postgresql://USER@HOST:PORT/DBNAME"),
+            )
         })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(err(
-                "sslmode=require: the results store connects without TLS, so it refuses rather than send a password in clear; use a store on a trusted network (sslmode=disable) or a SQLite --store"
-                    .into(),
-            ));
-        }
-        if config.get_password().is_none()
-            && let Ok(p) = std::env::var("PGPASSWORD")
-        {
-            config.password(p);
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(std::time::Duration::from_secs(10));
-        }
-        config.application_name("dbio-history");
-        let client = config.connect(NoTls).map_err(|e| {
-            err(format!(
-                "cannot connect: {}; check the URL, that the server runs, and the password",
-                db_message(&e)
-            ))
-        })?;
+        let name = format!("PostgreSQL {}", target.redacted());
+        let client = target
+            .connect_blocking("dbio-history")
+            .map_err(|e| HistoryError::store(&name, format!("cannot connect: {e}")))?;
         Ok(PgStore {
             name,
             client,
@@ -438,18 +398,25 @@ impl HistoryStore for PgStore {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
-
     #[test]
     fn passwords_never_appear_in_the_store_name() {
-        assert_eq!(
-            redact("postgresql://bench:s3cret@db.example:5433/perf?sslmode=disable"),
-            "postgresql://bench@db.example:5433/perf?sslmode=disable"
-        );
-        assert_eq!(
-            redact("postgres://u@h/d?password=x&application_name=a"),
-            "postgres://u@h/d?application_name=a"
-        );
-        assert_eq!(redact("postgresql://h/d?password=x"), "postgresql://h/d");
+        for url in [
+            "postgresql://bench:s3cret@db.example:5433/perf?sslmode=disable",
+            "postgres://u@h/d?password=s3cret&application_name=a",
+        ] {
+            let t = dbio_postgres::Target::resolve(
+                None,
+                Default::default(),
+                Some(url),
+                std::time::Duration::from_secs(1),
+            )
+            .unwrap();
+            let shown = t.redacted();
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(
+                shown.contains("host=") && shown.contains("dbname="),
+                "{shown}"
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! the same host list, TLS, options, application_name and keepalive settings.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +17,6 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, NoTls, Socket};
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use crate::dsn::ConnParams;
 use crate::dsn::{quote_value, service_params};
@@ -345,8 +345,11 @@ impl Target {
         let tls = TlsSettings::resolve(&TlsRequest {
             sslmode,
             sslrootcert: p.get("sslrootcert").map(str::to_string),
+            sslcrl: p.get("sslcrl").map(str::to_string),
+            sslcrldir: p.get("sslcrldir").map(str::to_string),
             sslcert: p.get("sslcert").map(str::to_string),
             sslkey: p.get("sslkey").map(str::to_string),
+            sslpassword: p.get("sslpassword").map(str::to_string),
             sslcertmode: p.get("sslcertmode").map(str::to_string),
             sslsni: p.get("sslsni").map(str::to_string),
             min_version: p.get("ssl_min_protocol_version").map(str::to_string),
@@ -355,6 +358,14 @@ impl Target {
             home,
         })?;
         check_fixed_choices(&p)?;
+        // libpq checks the certificate against `host`, never `hostaddr`.
+        if tls.mode == SslMode::VerifyFull
+            && hosts.iter().any(|h| h.host.is_empty() && !h.is_unix())
+        {
+            return Err(PgError::Usage(
+                "host name must be specified for a verified SSL connection: add host=NAME (the name the server's certificate was issued for) beside hostaddr, or use sslmode=verify-ca".into(),
+            ));
+        }
         let session_attrs = match p.get("target_session_attrs") {
             Some(v) => SessionAttrs::parse(v)?,
             None => SessionAttrs::Any,
@@ -541,9 +552,9 @@ impl Target {
         let mgr_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        Ok(match (&self.tls.config, mode) {
+        Ok(match (&self.tls.connector, mode) {
             (Some(tls), m) if m != SslMode::Disable && m != SslMode::Allow => {
-                Manager::from_config(cfg, MakeRustlsConnect::new((**tls).clone()), mgr_config)
+                Manager::from_config(cfg, tls.make_tls_connect(), mgr_config)
             }
             _ => Manager::from_config(cfg, NoTls, mgr_config),
         })
@@ -645,6 +656,31 @@ impl Target {
         }
     }
 
+    /// The sslmode of the first attempt on `host` and, for sslmode=allow, of the second (TLS,
+    /// when the server refused plaintext): Unix sockets and a target without TLS settings
+    /// are plaintext only.
+    fn attempts(&self, host: &HostSpec) -> (SslMode, Option<SslMode>) {
+        match (self.mode_for(host), &self.tls.connector) {
+            (SslMode::Disable, _) | (_, None) => (SslMode::Disable, None),
+            (SslMode::Allow, Some(_)) => (SslMode::Disable, Some(SslMode::Require)),
+            (mode, Some(_)) => (mode, None),
+        }
+    }
+
+    /// The TLS connector an attempt in `mode` uses; None for plaintext.
+    fn connector_for(&self, mode: SslMode) -> Option<&crate::tls::Connector> {
+        match mode {
+            SslMode::Disable | SslMode::Allow => None,
+            _ => self.tls.connector.as_ref(),
+        }
+    }
+
+    /// A failed attempt after which sslmode=allow tries TLS: the server answered and refused
+    /// (pg_hba hostssl), as opposed to not answering at all.
+    fn refused_plaintext(e: &PgError) -> bool {
+        matches!(e, PgError::Connect { cause, .. } if cause.contains("SQLSTATE"))
+    }
+
     /// One server, with the sslmode's attempts (allow: plaintext, then TLS; the others one
     /// attempt). The second value is the sslmode that worked (allow becomes disable or
     /// require).
@@ -653,35 +689,73 @@ impl Target {
         host: &HostSpec,
         application_name: &str,
     ) -> Result<(Client, SslMode)> {
-        let mode = self.mode_for(host);
-        match (mode, &self.tls.config) {
-            (SslMode::Disable, _) | (_, None) => {
-                let cfg = self.pg_config(host, application_name, SslMode::Disable);
-                self.attempt(host, cfg, NoTls)
-                    .await
-                    .map(|c| (c, SslMode::Disable))
+        let (first, retry) = self.attempts(host);
+        let once = |mode: SslMode| async move {
+            let cfg = self.pg_config(host, application_name, mode);
+            match self.connector_for(mode) {
+                Some(tls) => self.attempt(host, cfg, tls.make_tls_connect()).await,
+                None => self.attempt(host, cfg, NoTls).await,
             }
-            (SslMode::Allow, Some(tls)) => {
-                let cfg = self.pg_config(host, application_name, SslMode::Disable);
-                match self.attempt(host, cfg, NoTls).await {
-                    Ok(c) => Ok((c, SslMode::Disable)),
-                    // The server refused plaintext (pg_hba hostssl): try TLS.
-                    Err(PgError::Connect { cause, .. }) if cause.contains("SQLSTATE") => {
-                        let cfg = self.pg_config(host, application_name, SslMode::Require);
-                        let tls = MakeRustlsConnect::new((**tls).clone());
-                        self.attempt(host, cfg, tls)
-                            .await
-                            .map(|c| (c, SslMode::Require))
+        };
+        match (once(first).await, retry) {
+            (Err(e), Some(tls)) if Self::refused_plaintext(&e) => once(tls).await.map(|c| (c, tls)),
+            (r, _) => r.map(|c| (c, first)),
+        }
+    }
+
+    /// A blocking connection (the `postgres` crate) through the same host list, sslmode
+    /// attempts, TLS, password file and errors as [`Target::connect`]: the results store's.
+    /// Call it off the async runtime (a blocking thread).
+    pub fn connect_blocking(&self, application_name: &str) -> Result<postgres::Client> {
+        let mut failures: Vec<(HostSpec, PgError)> = Vec::new();
+        for attrs in self.session_attrs.passes() {
+            for host in &self.hosts {
+                let one = self.pinned_to(host);
+                let (first, retry) = self.attempts(host);
+                let once = |mode: SslMode| {
+                    let cfg = postgres::Config::from(self.pg_config(host, application_name, mode));
+                    let connected = match self.connector_for(mode) {
+                        Some(tls) => cfg.connect(tls.make_tls_connect()),
+                        None => cfg.connect(NoTls),
+                    };
+                    connected.map_err(|e| one.connect_error(&e))
+                };
+                let connected = match (once(first), retry) {
+                    (Err(e), Some(tls)) if Self::refused_plaintext(&e) => once(tls),
+                    (r, _) => r,
+                };
+                let mut client = match connected {
+                    Ok(c) => c,
+                    Err(e) => {
+                        failures.push((host.clone(), e));
+                        continue;
                     }
-                    Err(e) => Err(e),
+                };
+                if *attrs != SessionAttrs::Any {
+                    let fits = match client.query_one(sql::SESSION_STATE, &[]) {
+                        Ok(r) => match (r.try_get::<_, bool>(0), r.try_get::<_, String>(1)) {
+                            (Ok(recovery), Ok(ro)) => attrs.check(recovery, ro == "on"),
+                            _ => Err("cannot read the server's state".into()),
+                        },
+                        Err(e) => Err(source_chain(&e)),
+                    };
+                    if let Err(why) = fits {
+                        failures.push((host.clone(), self.attrs_mismatch(host, why)));
+                        continue;
+                    }
                 }
-            }
-            (mode, Some(tls)) => {
-                let cfg = self.pg_config(host, application_name, mode);
-                let tls = MakeRustlsConnect::new((**tls).clone());
-                self.attempt(host, cfg, tls).await.map(|c| (c, mode))
+                client
+                    .batch_execute(crate::sql::OWN_SETTINGS)
+                    .map_err(|e| {
+                        PgError::from_db(
+                            "setting dbio's own statement_timeout and idle timeouts",
+                            &e,
+                        )
+                    })?;
+                return Ok(client);
             }
         }
+        Err(self.all_failed(failures))
     }
 
     async fn attempt<T>(
@@ -747,13 +821,20 @@ impl Target {
 
     fn connect_error(&self, e: &tokio_postgres::Error) -> PgError {
         match e.as_db_error() {
-            Some(db) => self.server_refused(db.code().code(), db.message()),
+            Some(db) => self.server_refused(db.code().code(), db.message(), db.detail(), db.hint()),
             None => self.unreachable(source_chain(e)),
         }
     }
 
     /// The server answered and refused the connection.
-    pub(crate) fn server_refused(&self, code: &str, message: &str) -> PgError {
+    /// The server's DETAIL and HINT are kept in the cause, as for any statement's error.
+    pub(crate) fn server_refused(
+        &self,
+        code: &str,
+        message: &str,
+        detail: Option<&str>,
+        server_hint: Option<&str>,
+    ) -> PgError {
         let hint = match code {
             "28000" if message.contains("no encryption") => format!(
                 "pg_hba.conf has no entry for a plaintext connection (it may accept only hostssl): connect with sslmode=require (or verify-full) instead of sslmode={}",
@@ -763,7 +844,7 @@ impl Target {
         };
         PgError::Connect {
             target: self.redacted(),
-            cause: format!("{message} (SQLSTATE {code})"),
+            cause: crate::error::server_words(message, code, None, detail, server_hint),
             hint,
         }
     }
@@ -954,9 +1035,11 @@ fn passfile_usable(path: &Path) -> bool {
         return false;
     }
     if meta.mode() & 0o077 != 0 {
-        eprintln!(
+        // libpq's warning, word for word; a closed stderr is no reason to fail.
+        let _ = writeln!(
+            std::io::stderr(),
             "WARNING: password file \"{}\" has group or world access; permissions should be u=rw (0600) or less",
-            path.display()
+            dbio_core::text::printable(&path.display().to_string())
         );
         return false;
     }

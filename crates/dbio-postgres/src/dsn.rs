@@ -50,6 +50,9 @@ const KEYWORDS: &[(&str, Option<&str>, Support)] = &[
     ("sslrootcert", Some("PGSSLROOTCERT"), Honoured),
     ("sslsni", Some("PGSSLSNI"), Honoured),
     ("sslcertmode", Some("PGSSLCERTMODE"), Honoured),
+    ("sslpassword", None, Honoured),
+    ("sslcrl", Some("PGSSLCRL"), Honoured),
+    ("sslcrldir", Some("PGSSLCRLDIR"), Honoured),
     (
         "ssl_min_protocol_version",
         Some("PGSSLMINPROTOCOLVERSION"),
@@ -78,27 +81,6 @@ const KEYWORDS: &[(&str, Option<&str>, Support)] = &[
         "max_protocol_version",
         Some("PGMAXPROTOCOLVERSION"),
         Honoured,
-    ),
-    (
-        "sslpassword",
-        None,
-        Refused(
-            "dbio cannot read an encrypted client key; decrypt it (openssl pkey -in KEY -out KEY.plain) and name that file in sslkey",
-        ),
-    ),
-    (
-        "sslcrl",
-        Some("PGSSLCRL"),
-        Refused(
-            "dbio does not check certificate revocation lists; remove sslcrl, or check the server certificate's status another way",
-        ),
-    ),
-    (
-        "sslcrldir",
-        Some("PGSSLCRLDIR"),
-        Refused(
-            "dbio does not check certificate revocation lists; remove sslcrldir, or check the server certificate's status another way",
-        ),
     ),
     (
         "sslkeylogfile",
@@ -293,7 +275,8 @@ impl ConnParams {
     pub fn redacted_dsn(&self) -> String {
         self.values
             .iter()
-            .filter(|(k, _)| k.as_str() != "password")
+            // sslpassword unlocks the client key: as secret as the password.
+            .filter(|(k, _)| k.as_str() != "password" && k.as_str() != "sslpassword")
             .map(|(k, v)| format!("{k}={}", quote_value(v)))
             .collect::<Vec<_>>()
             .join(" ")

@@ -78,6 +78,13 @@ pub async fn setup(
     // Everything that can refuse runs before the first change: ownership, the user's objects
     // on dbio's tables, free space, privileges.
     let (identity, decisions) = decide(&admin, &info, &plan, opts, observer.as_ref()).await?;
+    let loads = decisions
+        .iter()
+        .filter(|(_, d)| matches!(d, Decision::Load { .. }))
+        .count();
+    if loads > 0 {
+        check_slots(&admin, (plan.parallel as usize).min(loads)).await?;
+    }
     // No run may measure the tables while setup vacuums or rebuilds them; held on the admin
     // connection until setup ends.
     crate::lock::exclusive(&admin, std::slice::from_ref(&identity.id), "setup").await?;
@@ -285,10 +292,12 @@ async fn decide(
             Ownership::Dbio(m) if m.prefix == plan.prefix && m.names(name) => Some(Identity {
                 id: m.id.clone(),
                 created_at: m.created_at.clone(),
+                // Trusted marks carry their schema's owner (marker::trust).
+                owner: m.owner.clone().unwrap_or_else(|| info.user.clone()),
             }),
             _ => None,
         })
-        .unwrap_or_else(Identity::fresh);
+        .unwrap_or_else(|| Identity::fresh(&info.user));
     let mut decisions = Vec::new();
     let mut foreign = Vec::new();
     let mut blocked = Vec::new();
@@ -310,6 +319,11 @@ async fn decide(
             Ownership::Foreign => {
                 foreign.push(name.clone());
                 continue;
+            }
+            Ownership::Forged(why) => {
+                return Err(PgError::Usage(format!(
+                    "schema {name}: {why}; choose another data.prefix (--prefix)"
+                )));
             }
             Ownership::Unreadable(why) => {
                 return Err(PgError::Usage(format!(
@@ -415,6 +429,57 @@ async fn decide(
     Ok((identity, decisions))
 }
 
+/// Refuses, before any loader connects, a `--parallel` the server has no connection slots for:
+/// a loader that cannot connect would leave its schema marked `loading` and the others half
+/// done ("...: db error").
+async fn check_slots(client: &Client, loaders: usize) -> Result<()> {
+    let row = client
+        .query_one(sql::CONNECTION_SLOTS, &[])
+        .await
+        .map_err(|e| PgError::from_db("reading the server's connection slots", &e))?;
+    let what = "the server's connection slots";
+    let get = |i: usize| marker::col::<i32>(&row, i, what).map(i64::from);
+    let (max, su_reserved, reserved, used) = (get(0)?, get(1)?, get(2)?, get(3)?);
+    let superuser: bool = marker::col(&row, 8, what)?;
+    let mut limits = vec![(
+        max - used - if superuser { 0 } else { su_reserved + reserved },
+        format!(
+            "max_connections is {max}, {used} in use{}",
+            if superuser {
+                String::new()
+            } else {
+                format!(
+                    ", {} reserved for superusers and reserved_connections",
+                    su_reserved + reserved
+                )
+            }
+        ),
+        "raise max_connections (a restart)".to_string(),
+    )];
+    for (limit, used, whose) in [
+        (get(4)?, get(5)?, "the role's"),
+        (get(6)?, get(7)?, "the database's"),
+    ] {
+        if limit >= 0 {
+            limits.push((
+                limit - used,
+                format!("{whose} CONNECTION LIMIT is {limit}, {used} in use"),
+                format!("raise {whose} CONNECTION LIMIT"),
+            ));
+        }
+    }
+    if let Some((free, why, fix)) = limits.into_iter().min_by_key(|(free, _, _)| *free)
+        && (free.max(0) as usize) < loaders
+    {
+        return Err(PgError::Usage(format!(
+            "setup would open {loaders} loader connections (data.parallel, --parallel), but the server has {} free ({why});              nothing was created: lower --parallel to {} or less, or {fix}",
+            free.max(0),
+            free.max(1)
+        )));
+    }
+    Ok(())
+}
+
 fn make_pool(target: &Target, size: usize) -> Result<Pool> {
     let mgr = target.pool_manager("dbio-loader")?;
     Pool::builder(mgr)
@@ -467,7 +532,7 @@ async fn load_schema(
     // and there is never an unmarked dbio schema.
     let mut begin = String::from("BEGIN;\n");
     if *create {
-        begin.push_str(&sql::create_schema(name));
+        begin.push_str(&sql::create_schema(name, &job.identity.owner));
         begin.push_str(";\n");
     }
     if replace.is_some() {

@@ -11,6 +11,12 @@
 //! by the prefix and number in its mark, never by its name alone (`ts21` may be schema 21 of
 //! `ts` or schema 1 of `ts2`).
 //!
+//! A mark is text anyone who owns a schema can write, so it counts only where it agrees with
+//! the data set's own record: the schema's owner is the data set's owner (the owner of its
+//! schema 1, which carries the mark of the same id; every schema of a data set is created with
+//! that owner), and the mark's `owner`, when it has one, names that role. A mark copied onto
+//! another role's schema is [`Ownership::Forged`]: listed, never used, never dropped.
+//!
 //! Earlier versions wrote `dbio {json}` without an id or prefix (the legacy mark); it is recognized, only
 //! so that `setup --force` can rebuild it and every other command can say so.
 
@@ -59,6 +65,10 @@ pub struct SchemaMark {
     pub created_at: String,
     /// UTC time this state was written.
     pub at: String,
+    /// The role that owns the data set's schemas; absent in marks written before it was
+    /// recorded (their owner is then the owner of schema 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// A data set's identity, shared by the marks of all its schemas.
@@ -66,11 +76,14 @@ pub struct SchemaMark {
 pub struct Identity {
     pub id: String,
     pub created_at: String,
+    /// The role that owns its schemas.
+    pub owner: String,
 }
 
 impl Identity {
-    /// A fresh data set: a random 128-bit id (from the OS-seeded keys of std's SipHash).
-    pub fn fresh() -> Identity {
+    /// A fresh data set of `owner`: a random 128-bit id (from the OS-seeded keys of std's
+    /// SipHash).
+    pub fn fresh(owner: &str) -> Identity {
         let random = || {
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
             h.write_u128(
@@ -84,6 +97,7 @@ impl Identity {
         Identity {
             id: format!("{:016x}{:016x}", random(), random()),
             created_at: now(),
+            owner: owner.to_string(),
         }
     }
 }
@@ -119,6 +133,7 @@ impl SchemaMark {
             dbio_version: env!("CARGO_PKG_VERSION").to_string(),
             created_at: identity.created_at.clone(),
             at: now(),
+            owner: Some(identity.owner.clone()),
         }
     }
 
@@ -197,6 +212,10 @@ pub enum Ownership {
     /// The legacy mark: ours, but it does not say which data set; only `setup --force` may
     /// rebuild it.
     Legacy,
+    /// A mark that disagrees with its data set's own record (the schema's owner is not the
+    /// data set's: a mark copied onto another role's schema): never used, never dropped; the
+    /// reason is named.
+    Forged(String),
 }
 
 /// The envelope's inner object, when the comment is exactly `{"dbio": {...}}` in format 1.
@@ -258,7 +277,8 @@ pub fn is_marked(comment: Option<&str>, id: Option<&str>) -> bool {
     }
 }
 
-/// Ownership of each named schema, in the order given.
+/// Ownership of each named schema, in the order given; dbio's marks only where they agree
+/// with their data set's record ([`trust`], over every marked schema of the database).
 pub async fn inspect_schemas(
     client: &Client,
     names: &[String],
@@ -267,6 +287,7 @@ pub async fn inspect_schemas(
         .query(sql::SCHEMAS_BY_NAME, &[&names])
         .await
         .map_err(|e| PgError::from_db("reading the schemas", &e))?;
+    let trusted = marked_schemas(client).await?;
     names
         .iter()
         .map(|name| {
@@ -275,13 +296,92 @@ pub async fn inspect_schemas(
                 .find(|r| col::<String>(r, 0, "a schema's name").is_ok_and(|n| n == *name));
             let own = match found {
                 None => Ownership::Absent,
-                Some(r) => {
-                    parse_comment(col::<Option<String>>(r, 1, "a schema's comment")?.as_deref())
-                }
+                Some(r) => match trusted.iter().find(|(n, _)| n == name) {
+                    Some((_, own)) => own.clone(),
+                    None => {
+                        parse_comment(col::<Option<String>>(r, 1, "a schema's comment")?.as_deref())
+                    }
+                },
             };
             Ok((name.clone(), own))
         })
         .collect::<Result<Vec<_>>>()
+}
+
+/// Every schema of the database whose comment may be dbio's, with what its mark is worth
+/// after [`trust`].
+pub async fn marked_schemas(client: &Client) -> Result<Vec<(String, Ownership)>> {
+    let rows = client
+        .query(sql::MARKED_SCHEMAS, &[])
+        .await
+        .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
+    let mut found = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let schema: String = col(r, 0, "a schema's name")?;
+        let comment: Option<String> = col(r, 1, "a schema's comment")?;
+        let owner: String = col(r, 2, "a schema's owner")?;
+        found.push((schema, owner, parse_comment(comment.as_deref())));
+    }
+    Ok(trust(found))
+}
+
+/// Checks each mark against its data set's record: the data set's owner is the owner of its
+/// schema 1 when that schema carries a mark of the same id (and of that owner, if it names
+/// one); without it, the one owner all its schemas and marks agree on. A mark counts only on
+/// a schema of that owner, and only when it names that owner or none; the others become
+/// [`Ownership::Forged`]. A trusted mark's `owner` is set to the schema's owner.
+pub fn trust(found: Vec<(String, String, Ownership)>) -> Vec<(String, Ownership)> {
+    let claims = |m: &SchemaMark, owner: &str| m.owner.as_deref().is_none_or(|o| o == owner);
+    let data_set_owner = |id: &str| -> Option<String> {
+        let members: Vec<(&SchemaMark, &str)> = found
+            .iter()
+            .filter_map(|(schema, owner, own)| match own {
+                Ownership::Dbio(m) if m.id == id && m.names(schema) => Some((&**m, owner.as_str())),
+                _ => None,
+            })
+            .collect();
+        if let Some((m, owner)) = members.iter().find(|(m, _)| m.schema == 1) {
+            return claims(m, owner).then(|| owner.to_string());
+        }
+        let mut owners: Vec<&str> = members
+            .iter()
+            .map(|(_, o)| *o)
+            .chain(members.iter().filter_map(|(m, _)| m.owner.as_deref()))
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        (owners.len() == 1).then(|| owners[0].to_string())
+    };
+    found
+        .iter()
+        .map(|(schema, owner, own)| {
+            let own = match own {
+                Ownership::Dbio(m) if m.names(schema) => match data_set_owner(&m.id) {
+                    Some(expected) if expected == *owner && claims(m, owner) => {
+                        let mut m = m.clone();
+                        m.owner = Some(owner.clone());
+                        Ownership::Dbio(m)
+                    }
+                    expected => Ownership::Forged(format!(
+                        "its dbio mark names data set {} ({}), but the schema is owned by role `{owner}`{}:                          a mark copied onto another role's schema? dbio never uses nor drops it;                          remove the comment (COMMENT ON SCHEMA {} IS NULL) if it is not a dbio schema",
+                        m.id,
+                        match (&m.owner, &expected) {
+                            (Some(o), _) => format!("of role `{o}`"),
+                            (None, Some(e)) => format!("of role `{e}`"),
+                            (None, None) => "whose schemas have different owners".into(),
+                        },
+                        match &expected {
+                            Some(e) if e != owner => format!(" while its data set's schemas are owned by `{e}`"),
+                            _ => String::new(),
+                        },
+                        sql::quote_ident(schema)
+                    )),
+                },
+                other => other.clone(),
+            };
+            (schema.clone(), own)
+        })
+        .collect()
 }
 
 /// What a schema's mark says against the data set asked for, for `check` and `run`: `Err` when
@@ -317,6 +417,7 @@ pub fn judge(
                     .into(),
             );
         }
+        Ownership::Forged(why) => return Err(why.clone()),
         Ownership::Dbio(m) => m,
     };
     if mark.prefix != plan.prefix || !mark.names(name) {
@@ -464,19 +565,9 @@ pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
 /// when no --schemas/--scale is given). Schemas are grouped by the data set id in their mark;
 /// legacy and unreadable marks belong to no data set and are left out.
 pub async fn data_sets(client: &Client) -> Result<Vec<FoundDataSet>> {
-    let rows = client
-        .query(sql::MARKED_SCHEMAS, &[])
-        .await
-        .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
     let mut marks: Vec<(String, SchemaMark)> = Vec::new();
-    for r in &rows {
-        let schema: String = r
-            .try_get(0)
-            .map_err(|e| PgError::from_db("reading a schema's name", &e))?;
-        let comment: Option<String> = r
-            .try_get(1)
-            .map_err(|e| PgError::from_db("reading a schema's comment", &e))?;
-        if let Ownership::Dbio(mark) = parse_comment(comment.as_deref())
+    for (schema, own) in marked_schemas(client).await? {
+        if let Ownership::Dbio(mark) = own
             && mark.names(&schema)
         {
             marks.push((schema, *mark));
@@ -554,7 +645,7 @@ mod tests {
     use super::*;
 
     fn mark() -> SchemaMark {
-        let identity = Identity::fresh();
+        let identity = Identity::fresh("alice");
         SchemaMark::new(
             &identity,
             "ts",
@@ -583,10 +674,63 @@ mod tests {
         assert!(m.names("ts2") && !m.names("ts21") && !m.names("t2"));
     }
 
+    // Seen: a mark copied onto another role's schema made teardown, run as superuser, drop
+    // that role's schema and data.
+    #[test]
+    fn a_mark_counts_only_on_a_schema_of_the_data_sets_owner() {
+        let id = Identity::fresh("alice");
+        let at =
+            |n: u32| SchemaMark::new(&id, "ts", n, 3, 4000, 8192, None, 7, LoadState::Complete);
+        let own = |m: SchemaMark| Ownership::Dbio(Box::new(m));
+        let mut copied_unnamed = at(3);
+        copied_unnamed.owner = None;
+        let found = vec![
+            ("ts1".to_string(), "alice".to_string(), own(at(1))),
+            ("ts2".to_string(), "alice".to_string(), own(at(2))),
+            // bob's schema with alice's mark copied on it, with and without its owner field
+            ("ts3".to_string(), "bob".to_string(), own(copied_unnamed)),
+            ("ts4".to_string(), "bob".to_string(), own(at(4))),
+        ];
+        let trusted = trust(found.clone());
+        assert!(matches!(&trusted[0].1, Ownership::Dbio(m) if m.owner.as_deref() == Some("alice")));
+        assert!(matches!(&trusted[1].1, Ownership::Dbio(_)));
+        for (name, o) in &trusted[2..] {
+            assert!(
+                matches!(o, Ownership::Forged(w) if w.contains("owned by role `bob`")),
+                "{name}: {o:?}"
+            );
+        }
+        // Without schema 1, the marks' owner decides; a mark naming its schema's owner while
+        // the others name another is forged too.
+        let mut bobs = at(4);
+        bobs.owner = Some("bob".into());
+        let trusted = trust(vec![
+            found[1].clone(),
+            ("ts4".to_string(), "bob".to_string(), own(bobs)),
+        ]);
+        assert!(
+            trusted
+                .iter()
+                .all(|(_, o)| matches!(o, Ownership::Forged(_))),
+            "{trusted:?}"
+        );
+        // A schema 1 owned by another role than its mark names is no record.
+        let trusted = trust(vec![
+            ("ts1".to_string(), "bob".to_string(), own(at(1))),
+            found[1].clone(),
+        ]);
+        assert!(
+            trusted
+                .iter()
+                .all(|(_, o)| matches!(o, Ownership::Forged(_))),
+            "{trusted:?}"
+        );
+    }
+
     #[test]
     fn ids_are_random_per_data_set() {
-        let a = Identity::fresh().id;
-        let b = Identity::fresh().id;
+        let a = Identity::fresh("alice").id;
+        let b = Identity::fresh("alice").id;
         assert_eq!(a.len(), 32);
         assert_ne!(a, b);
     }

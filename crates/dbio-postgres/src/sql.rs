@@ -82,8 +82,14 @@ pub fn copy_in(schema: &str) -> String {
     fill(COPY_TEMPLATE, schema, None)
 }
 
-pub fn create_schema(schema: &str) -> String {
-    format!("CREATE SCHEMA {}", quote_ident(schema))
+/// A data set's schemas all have one owner, the data set's (whoever runs the setup that
+/// adds one): a mark counts only on a schema of that owner.
+pub fn create_schema(schema: &str, owner: &str) -> String {
+    format!(
+        "CREATE SCHEMA {} AUTHORIZATION {}",
+        quote_ident(schema),
+        quote_ident(owner)
+    )
 }
 
 pub fn comment_schema(schema: &str, comment: &str) -> String {
@@ -163,12 +169,14 @@ pub const SESSION_STATE: &str = "SELECT pg_catalog.pg_is_in_recovery(), \
      pg_catalog.current_setting('transaction_read_only')";
 
 /// Schemas by name with their comments (NULL comment = no comment).
-pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+pub const SCHEMAS_BY_NAME: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
+     pg_get_userbyid(n.nspowner)::text \
      FROM pg_namespace n WHERE n.nspname = ANY($1::text[])";
 
 /// Every schema whose comment may be a dbio mark (JSON or legacy); `marker` parses them strictly
 /// and the caller matches each to a data set by the prefix and number in the mark.
-pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace') \
+pub const MARKED_SCHEMAS: &str = "SELECT n.nspname::text, obj_description(n.oid, 'pg_namespace'), \
+     pg_get_userbyid(n.nspowner)::text \
      FROM pg_namespace n \
      WHERE obj_description(n.oid, 'pg_namespace') LIKE '{%dbio%' \
         OR obj_description(n.oid, 'pg_namespace') LIKE 'dbio {%' \
@@ -597,6 +605,21 @@ pub fn role_rights(major: i32) -> String {
 
 /// The cluster's identity (pg_control_system() is executable by PUBLIC), as text.
 pub const SYSTEM_IDENTIFIER: &str = "SELECT system_identifier::text FROM pg_control_system()";
+
+/// The connection slots setup's loaders may take: max_connections less the slots reserved
+/// for superusers (and, 16+, reserved_connections) and the client backends already there;
+/// the role's and the database's CONNECTION LIMIT and their sessions (-1: no limit).
+pub const CONNECTION_SLOTS: &str = "SELECT current_setting('max_connections')::int, \
+     current_setting('superuser_reserved_connections')::int, \
+     coalesce(current_setting('reserved_connections', true), '0')::int, \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int, \
+     (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user), \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
+        AND usename = current_user)::int, \
+     (SELECT datconnlimit FROM pg_database WHERE datname = current_database()), \
+     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
+        AND datname = current_database())::int, \
+     coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)";
 
 #[cfg(test)]
 mod tests {

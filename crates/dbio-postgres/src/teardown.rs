@@ -36,11 +36,14 @@ pub struct TeardownPlan {
     /// Schemas named `<prefix><n>` with the legacy mark (before data set ids), which does not say which data set
     /// they belong to: never dropped here.
     pub legacy: Vec<String>,
+    /// Schemas whose mark names this prefix but disagrees with its data set's record (another
+    /// role's schema with a copied mark), with why: never dropped.
+    pub forged: Vec<(String, String)>,
 }
 
 impl TeardownPlan {
     pub fn is_empty(&self) -> bool {
-        self.schemas.is_empty() && self.legacy.is_empty()
+        self.schemas.is_empty() && self.legacy.is_empty() && self.forged.is_empty()
     }
 
     /// The data set ids of the schemas to drop, each once (the keys of their locks).
@@ -80,6 +83,8 @@ pub struct TeardownOutcome {
     /// objects.
     pub kept: Vec<Droppable>,
     pub legacy: Vec<String>,
+    /// Schemas left alone because their mark disagrees with the data set's record.
+    pub forged: Vec<(String, String)>,
 }
 
 /// The data set of `prefix` on the target database.
@@ -89,15 +94,14 @@ pub async fn plan(target: &Target, prefix: &str) -> Result<TeardownPlan> {
 }
 
 async fn list(client: &Client, prefix: &str) -> Result<TeardownPlan> {
-    let rows = client
-        .query(sql::MARKED_SCHEMAS, &[])
-        .await
-        .map_err(|e| PgError::from_db("listing dbio's schemas", &e))?;
     let mut out = TeardownPlan::default();
-    for r in rows {
-        let schema: String = marker::col(&r, 0, "a schema's name")?;
-        let comment: Option<String> = marker::col(&r, 1, "a schema's comment")?;
-        match marker::parse_comment(comment.as_deref()) {
+    let numbered = |schema: &str| {
+        schema
+            .strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    for (schema, own) in marker::marked_schemas(client).await? {
+        match own {
             Ownership::Dbio(mark) if mark.prefix == prefix && mark.names(&schema) => {
                 let id = Some(mark.id.as_str());
                 let (table, dependents) = match marker::table(client, &schema, id).await? {
@@ -119,13 +123,8 @@ async fn list(client: &Client, prefix: &str) -> Result<TeardownPlan> {
                     foreign_objects,
                 });
             }
-            Ownership::Legacy
-                if schema
-                    .strip_prefix(prefix)
-                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
-            {
-                out.legacy.push(schema)
-            }
+            Ownership::Legacy if numbered(&schema) => out.legacy.push(schema),
+            Ownership::Forged(why) if numbered(&schema) => out.forged.push((schema, why)),
             _ => {}
         }
     }
@@ -148,6 +147,7 @@ pub async fn teardown(
     }
     let mut outcome = TeardownOutcome {
         legacy: plan.legacy,
+        forged: plan.forged,
         ..TeardownOutcome::default()
     };
     for d in plan.schemas {

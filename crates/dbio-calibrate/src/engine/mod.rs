@@ -91,10 +91,20 @@ pub(crate) struct Load {
     pub(crate) seed: u64,
 }
 
-/// Measures `load` on `f` with `engine`.
-pub(crate) fn measure(engine: Engine, f: &File, path: &Path, load: Load) -> Result<Measured> {
+/// Asked to stop (Ctrl-C): checked between I/Os, so a measurement ends within one I/O.
+pub(crate) type Stop<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// Measures `load` on `f` with `engine`; ends early when `stop` says so (the caller drops
+/// that measurement: it did not last its duration).
+pub(crate) fn measure(
+    engine: Engine,
+    f: &File,
+    path: &Path,
+    load: Load,
+    stop: Stop<'_>,
+) -> Result<Measured> {
     match engine {
-        Engine::Psync => psync::measure(f, path, load),
-        Engine::IoUring => uring::measure(f, path, load),
+        Engine::Psync => psync::measure(f, path, load, stop),
+        Engine::IoUring => uring::measure(f, path, load, stop),
     }
 }

@@ -11,11 +11,11 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use super::{AlignedBuf, Load, Measured};
+use super::{AlignedBuf, Load, Measured, Stop};
 use crate::{CalibrateError, Result};
 
 /// `level` threads each keep one I/O of `bytes` at a random aligned offset outstanding.
-pub(super) fn measure(f: &File, path: &Path, load: Load) -> Result<Measured> {
+pub(super) fn measure(f: &File, path: &Path, load: Load, stop: Stop<'_>) -> Result<Measured> {
     let Load {
         region,
         bytes,
@@ -36,7 +36,7 @@ pub(super) fn measure(f: &File, path: &Path, load: Load) -> Result<Measured> {
                         let mut buf = AlignedBuf::new(bytes as usize);
                         let mut hist = new_histogram();
                         let mut ops = 0u64;
-                        while Instant::now() < deadline {
+                        while Instant::now() < deadline && !stop() {
                             let off = region.offset(&mut rng, bytes);
                             let write = write_pct > 0 && rng.random_range(0..100u32) < write_pct;
                             let t0 = Instant::now();

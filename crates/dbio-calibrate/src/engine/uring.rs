@@ -19,18 +19,18 @@ use io_uring::{IoUring, opcode, types};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use super::{AlignedBuf, Load, Measured};
+use super::{AlignedBuf, Load, Measured, Stop};
 use crate::{CalibrateError, Result};
 
 /// One thread keeps `load.level` I/Os in flight with io_uring; each completion is timed from
 /// its submission and replaced by a new I/O until the deadline.
-pub(super) fn measure(f: &File, path: &Path, load: Load) -> Result<Measured> {
+pub(super) fn measure(f: &File, path: &Path, load: Load, stop: Stop<'_>) -> Result<Measured> {
     let mut ring =
         IoUring::new(load.level.next_power_of_two().max(8)).map_err(|e| CalibrateError::Io {
             path: path.to_path_buf(),
             message: format!("io_uring is not available here ({e}); use --engine psync"),
         })?;
-    let (measured, _drained) = run(&mut ring, f, load);
+    let (measured, _drained) = run(&mut ring, f, load, stop);
     measured.map_err(|message| CalibrateError::Io {
         path: path.to_path_buf(),
         message,
@@ -112,6 +112,7 @@ fn run(
     ring: &mut IoUring,
     f: &File,
     load: Load,
+    stop: Stop<'_>,
 ) -> (std::result::Result<Measured, String>, Drained) {
     let Load {
         region,
@@ -205,6 +206,7 @@ fn run(
             hist.saturating_record((slots.started[slot].elapsed().as_micros() as u64).max(1));
             ops += 1;
             if Instant::now() < deadline
+                && !stop()
                 && let Err(e) = submit(ring, &mut slots, slot)
             {
                 failure = Some(e);
@@ -276,7 +278,7 @@ mod tests {
             base: 1 << 20,
             len: 64 << 20,
         };
-        let (measured, drained) = run(&mut ring, &f, load(region, 0));
+        let (measured, drained) = run(&mut ring, &f, load(region, 0), &|| false);
         let e = measured.err().expect("a read beyond the end fails");
         assert!(e.contains("short I/O"), "{e}");
         assert_eq!(
@@ -299,7 +301,7 @@ mod tests {
             base: 0,
             len: 1 << 20,
         };
-        let (measured, drained) = run(&mut ring, &f, load(region, 100));
+        let (measured, drained) = run(&mut ring, &f, load(region, 100), &|| false);
         let e = measured
             .err()
             .expect("a write on a read-only descriptor fails");
@@ -319,7 +321,7 @@ mod tests {
         };
         let mut l = load(region, 50);
         l.duration = Duration::from_millis(200);
-        let (measured, drained) = run(&mut ring, &f, l);
+        let (measured, drained) = run(&mut ring, &f, l, &|| false);
         let m = measured.expect("reads and writes inside the file succeed");
         assert!(m.ops >= 16, "{} ops", m.ops);
         assert_eq!(m.ops, drained.completed);

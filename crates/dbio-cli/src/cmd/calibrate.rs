@@ -22,10 +22,13 @@ pub fn calibrate_cmd(
     let dir = dbio_core::output::result_dir(out.as_deref(), "calibrate", overwrite)?;
     let progress = |text: &str| {
         if !quiet {
-            eprintln!("calibrate: {text}");
+            errln!("calibrate: {text}");
         }
     };
-    let c = dbio_calibrate::calibrate(opts, &progress)?;
+    // Ctrl-C (SIGTERM, SIGHUP) ends the level in progress; the levels measured are written.
+    let interrupts = crate::signals::interrupts();
+    let stop = move || interrupts.count() > 0;
+    let c = dbio_calibrate::calibrate(opts, &progress, &stop)?;
     let json = serde_json::to_string_pretty(&c).map_err(|e| Failure::new(1, e.to_string()))?;
     let level = |f: &dyn Fn(&dbio_calibrate::Point) -> Option<f64>| -> Vec<(f64, f64)> {
         c.points
@@ -80,13 +83,17 @@ pub fn calibrate_cmd(
             ("mbps.svg", mbps.as_bytes()),
         ],
     );
-    print!("{summary}");
+    out!("{summary}");
     written?;
     progress(&format!(
         "summary.txt, iops.csv, mbps.csv, lat.csv, calibrate.json and charts in {}",
         dir.display()
     ));
-    Ok((0, dir))
+    let code = match c.status {
+        dbio_calibrate::CalibrationStatus::Ok => 0,
+        dbio_calibrate::CalibrationStatus::Interrupted => 1,
+    };
+    Ok((code, dir))
 }
 
 /// The device's figures at `level` (readers) beside the database's.

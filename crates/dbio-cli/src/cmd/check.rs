@@ -24,10 +24,10 @@ pub(super) async fn check_cmd(
     discover(&mut config, &ask, &target, quiet).await?;
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
     let report = interruptible(check::check(&target, &plan, read_shape(&config)), "check").await?;
-    print!("{}", report.render_text());
+    out!("{}", report.render_text());
     // What a run as this role will lack, and the GRANT for each (same list as the run's).
     if let Ok(missing) = dbio_postgres::rights::missing_rights_of(&target).await {
-        print!("{}", dbio_core::report::render_missing_rights(&missing));
+        out!("{}", dbio_core::report::render_missing_rights(&missing));
     }
     Ok(if report.ok() { 0 } else { 1 })
 }

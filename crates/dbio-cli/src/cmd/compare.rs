@@ -30,6 +30,14 @@ pub(super) fn compare_cmd(
     }
     let (text, csv, html) = (c.render_text(), c.render_csv(), c.render_html(&sets));
     if let Some(dir) = out {
+        let inputs: Vec<_> = inputs
+            .iter()
+            .map(|p| dbio_core::summary::document_path(p))
+            .collect();
+        let outputs: Vec<_> = ["compare.txt", "compare.csv", "compare.html"]
+            .map(|n| dir.join(n))
+            .into();
+        dbio_core::input::refuse_overwriting_inputs(&inputs, &outputs)?;
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::new(2, format!("cannot create {}: {e}", dir.display())))?;
         for (name, body) in [
@@ -39,16 +47,16 @@ pub(super) fn compare_cmd(
         ] {
             output::write_atomic(&dir.join(name), body.as_bytes())?;
         }
-        eprintln!(
+        errln!(
             "compare: compare.txt, compare.csv, compare.html written to {}",
             dir.display()
         );
     }
     match format {
-        "csv" => print!("{csv}"),
-        "html" => print!("{html}"),
+        "csv" => out!("{csv}"),
+        "html" => out!("{html}"),
         "json" => print_json(&c)?,
-        _ => print!("{text}"),
+        _ => out!("{text}"),
     }
     Ok(0)
 }

@@ -19,10 +19,10 @@ pub(super) fn config_cmd(
         .and_then(|(_, v, _)| v.as_str().map(str::to_string));
     match get {
         Some(key) if key == "target.dsn" && dsn_row.is_some() => {
-            println!("{}", dsn_row.unwrap_or_default())
+            outln!("{}", dsn_row.unwrap_or_default())
         }
         Some(key) => match c.get(&key) {
-            Some(v) => println!("{v}"),
+            Some(v) => outln!("{v}"),
             None => {
                 return Err(Failure::new(
                     2,
@@ -30,8 +30,8 @@ pub(super) fn config_cmd(
                 ));
             }
         },
-        None if yaml => print!("{}", c.to_yaml()),
-        None => print!("{}", crate::effective::render_sources(&rows)),
+        None if yaml => out!("{}", c.to_yaml()),
+        None => out!("{}", crate::effective::render_sources(&rows)),
     }
     Ok(0)
 }

@@ -88,7 +88,7 @@ pub(super) async fn discover(
         }
         None => {
             if !quiet && let Some(note) = discover::others_note(&ask.prefix, &found) {
-                eprintln!("dbio: note: {note}");
+                errln!("dbio: note: {note}");
             }
         }
     }

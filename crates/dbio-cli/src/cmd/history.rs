@@ -361,8 +361,18 @@ fn add_one(
     say: &dyn Fn(&str),
 ) -> Result<bool, Failure> {
     let file = calibration_or_document(path);
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| Failure::new(2, format!("{}: cannot read it: {e}", file.display())))?;
+    let text = dbio_core::input::read_bounded(&file, dbio_core::input::DOCUMENT_MAX_BYTES)
+        .map_err(|e| Failure::new(2, format!("{}: {e}", file.display())))?;
+    // The validation every reader of the document runs (report, compare, regress; run
+    // --calibration): a document they would refuse is never stored, nor made a baseline.
+    let kind = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str().map(str::to_string)));
+    if kind.as_deref() == Some("calibrate") {
+        dbio_calibrate::Calibration::read(&file).map_err(|e| Failure::new(2, e))?;
+    } else {
+        dbio_core::summary::read_step_set(&file)?;
+    }
     let tag = resolve_tag(tag, |k| std::env::var(k).ok());
     let record = parse_document(&text, &file.display().to_string(), tag)?;
     match store.add(&record, &text)? {
@@ -385,7 +395,7 @@ fn add_one(
             Ok(true)
         }
         Added::Duplicate(id) => {
-            eprintln!(
+            errln!(
                 "dbio: error: {}: the same result is already recorded as run #{id} in {} (same SHA-256 of its content); not added again",
                 file.display(),
                 store.describe()
@@ -425,7 +435,7 @@ pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result
         })?;
         let note = |text: &str| {
             if !quiet {
-                eprintln!("{text}");
+                errln!("{text}");
             }
         };
         add_one(store.as_mut(), &document, tag.as_deref(), &note)?;
@@ -508,19 +518,19 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             let mut s = dbio_history::open(store.spec())?;
             let mut refused = 0;
             for path in &results {
-                match add_one(s.as_mut(), path, tag.as_deref(), &|t| println!("{t}")) {
+                match add_one(s.as_mut(), path, tag.as_deref(), &|t| outln!("{t}")) {
                     Ok(true) => {}
                     Ok(false) => refused += 1,
                     // A store that fails stops everything; a bad file is named and skipped.
                     Err(e) if e.code == 2 && !e.message.starts_with("results store") => {
-                        eprintln!("dbio: error: {}", e.message);
+                        errln!("dbio: error: {}", e.message);
                         refused += 1;
                     }
                     Err(e) => return Err(e),
                 }
             }
             if refused > 0 {
-                eprintln!(
+                errln!(
                     "dbio: {refused} of {} file(s) not added; the others are recorded",
                     results.len()
                 );
@@ -542,13 +552,19 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 super::print_json(&runs)?;
                 return Ok(0);
             }
-            println!(
+            outln!(
                 "{:>5}  {:<20}  {:<9}  {:<12}  {:<8}  {:<11}  {:>5}  series",
-                "id", "started (UTC)", "kind", "tag", "status", "host", "steps"
+                "id",
+                "started (UTC)",
+                "kind",
+                "tag",
+                "status",
+                "host",
+                "steps"
             );
             for r in &runs {
                 let rec = &r.record;
-                println!(
+                outln!(
                     "{:>5}  {:<20}  {:<9}  {:<12}  {:<8}  {:<11}  {:>5}  {}",
                     r.id,
                     rec.started.format("%Y-%m-%d %H:%M:%S"),
@@ -563,7 +579,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     )
                 );
             }
-            println!("{} run(s) in {}", runs.len(), s.describe());
+            outln!("{} run(s) in {}", runs.len(), s.describe());
             Ok(0)
         }
         HistoryAction::Show {
@@ -581,7 +597,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             };
             if document {
                 let doc = s.document(id)?.ok_or_else(|| missing(s.as_ref()))?;
-                print!("{doc}");
+                crate::term::print_json_text(&doc);
                 return Ok(0);
             }
             let run = s
@@ -595,17 +611,17 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
             }
             let rec = &run.record;
             let i = &rec.identity;
-            println!(
+            outln!(
                 "run #{id} ({}), recorded {}",
                 rec.kind.as_str(),
                 run.recorded_at.to_rfc3339()
             );
-            println!(
+            outln!(
                 "  label:   {}\n  series:  {}",
                 i.label,
                 dbio_core::history::record::series_key(&i.label, &i.shape)
             );
-            println!(
+            outln!(
                 "  tag:     {}",
                 match (&i.tag, &i.tag_source) {
                     (Some(t), Some(src)) => format!("{t} (from {src})"),
@@ -613,18 +629,18 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     _ => "none".into(),
                 }
             );
-            println!("  status:  {}", rec.status.as_str());
-            println!(
+            outln!("  status:  {}", rec.status.as_str());
+            outln!(
                 "  window:  {} .. {}",
                 rec.started.to_rfc3339(),
                 rec.finished.to_rfc3339()
             );
-            println!("  host:    {}\n  target:  {}", i.host, i.target);
-            println!("  server:  {} ({})", i.server_version, i.server_version_num);
-            println!("  dbio:    {}", i.dbio_version);
-            println!("  shape:   {}", i.shape);
-            println!("  content: sha256 {}", rec.content_sha256);
-            println!(
+            outln!("  host:    {}\n  target:  {}", i.host, i.target);
+            outln!("  server:  {} ({})", i.server_version, i.server_version_num);
+            outln!("  dbio:    {}", i.dbio_version);
+            outln!("  shape:   {}", i.shape);
+            outln!("  content: sha256 {}", rec.content_sha256);
+            outln!(
                 "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  cache",
                 "step",
                 "status",
@@ -636,7 +652,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 "dev lat µs"
             );
             for f in &rec.steps {
-                println!(
+                outln!(
                     "  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}",
                     f.step,
                     f.status.as_str(),
@@ -704,7 +720,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     options: &o,
                 })?;
             } else {
-                print!("{}", check::render_text(&checks, &retired));
+                out!("{}", check::render_text(&checks, &retired));
             }
             if let Some(path) = junit {
                 dbio_core::output::write_atomic(&path, check::render_junit(&checks).as_bytes())
@@ -712,7 +728,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                         Failure::new(1, format!("cannot write {}: {e}", path.display()))
                     })?;
                 if !quiet {
-                    eprintln!("history: JUnit XML written to {}", path.display());
+                    errln!("history: JUnit XML written to {}", path.display());
                 }
             }
             Ok(exit)
@@ -739,7 +755,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                     Failure::new(1, format!("cannot write {}: {e}", path.display()))
                 })?;
             }
-            println!(
+            outln!(
                 "history: {} chart(s) of {} run(s); {} and {}",
                 r.charts.len(),
                 runs.len(),
@@ -804,7 +820,7 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 decided_at: Utc::now(),
             };
             let id = s.decide(&d)?;
-            println!(
+            outln!(
                 "history: decision #{id}: {key} accepted from run #{from} by {} ({}): {}",
                 d.decided_by,
                 d.decided_at.format("%Y-%m-%d %H:%M UTC"),
@@ -845,9 +861,10 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 decided_at: Utc::now(),
             };
             let id = s.decide(&d)?;
-            println!(
+            outln!(
                 "history: decision #{id}: {key} retired after run #{newest} by {}: {}; a newer run in it is checked again",
-                d.decided_by, d.reason
+                d.decided_by,
+                d.reason
             );
             Ok(0)
         }

@@ -27,10 +27,10 @@ pub(super) async fn list_cmd(common: &CommonArgs, format: Format) -> Result<u8, 
     .await?;
     match format {
         Format::Json => print_json(&found)?,
-        Format::Text if found.is_empty() => println!("no dbio data set in {target}"),
+        Format::Text if found.is_empty() => outln!("no dbio data set in {target}"),
         Format::Text => {
-            println!("dbio data sets in {target}:");
-            print!("{}", render_list(&found));
+            outln!("dbio data sets in {target}:");
+            out!("{}", render_list(&found));
         }
     }
     Ok(0)

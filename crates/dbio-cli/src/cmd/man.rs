@@ -21,11 +21,8 @@ fn render(cmd: clap::Command, title: &str) -> Result<Vec<u8>, Failure> {
 pub fn man_cmd(out: Option<&Path>) -> Result<u8, Failure> {
     let root = Cli::command().name("dbio");
     let Some(dir) = out else {
-        use std::io::Write as _;
         let page = render(root, "dbio")?;
-        std::io::stdout()
-            .write_all(&page)
-            .map_err(|e| Failure::new(1, format!("cannot write the manual page: {e}")))?;
+        crate::term::print(&String::from_utf8_lossy(&page));
         return Ok(0);
     };
     std::fs::create_dir_all(dir)
@@ -41,6 +38,6 @@ pub fn man_cmd(out: Option<&Path>) -> Result<u8, Failure> {
         dbio_core::output::write_atomic(&dir.join(format!("{name}.1")), &page)?;
         written += 1;
     }
-    eprintln!("man: {written} pages written to {}", dir.display());
+    errln!("man: {written} pages written to {}", dir.display());
     Ok(0)
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use dbio_core::merge::{MergeError, merge_files};
 use dbio_core::units::Dur;
-use dbio_core::{output, report};
+use dbio_core::{input, output, report};
 
 use crate::Failure;
 
@@ -48,6 +48,11 @@ pub fn merge_cmd(a: MergeArgs, quiet: bool) -> Result<u8, Failure> {
         })
         .collect();
     let merged = merge_files(&inputs, a.max_skew.map(|d| d.0.as_secs_f64()))?;
+    if let Some(out) = &a.out {
+        // `merge A B --out A --overwrite` would replace input A with the merge.
+        let outputs = ["result.json", "report.txt"].map(|n| out.join(n));
+        input::refuse_overwriting_inputs(&inputs, &outputs)?;
+    }
     let dir = output::result_dir(a.out.as_deref(), "merge", a.overwrite)?;
     let text = report::render_text(&merged);
     let json = serde_json::to_string_pretty(&merged).map_err(|e| Failure::new(1, e.to_string()))?;
@@ -61,7 +66,7 @@ pub fn merge_cmd(a: MergeArgs, quiet: bool) -> Result<u8, Failure> {
     if !quiet {
         if let Some(m) = &merged.merge {
             let late = m.shards.iter().filter(|s| s.late).count();
-            eprintln!(
+            errln!(
                 "merge: {} shards, {} operations, windows within {:.3} s of each other (open together {:.3} s){}",
                 m.shards.len(),
                 merged.client.ops,
@@ -74,7 +79,7 @@ pub fn merge_cmd(a: MergeArgs, quiet: bool) -> Result<u8, Failure> {
                 }
             );
         }
-        eprintln!(
+        errln!(
             "results: {}/result.json, {}/report.txt",
             dir.display(),
             dir.display()

@@ -10,18 +10,23 @@ use crate::Failure;
 /// A result document on stdout (`--format json`).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(value).map_err(|e| Failure::new(1, e.to_string()))?;
-    println!("{text}");
+    crate::term::print_json_text(&format!("{text}\n"));
     Ok(())
 }
 
 fn to_stderr(text: &str) {
-    eprintln!("{text}");
+    errln!("{text}");
+}
+
+fn to_stdout(text: &str) {
+    crate::term::print(text);
 }
 
 pub const STDERR: RunOutput<'static> = RunOutput {
     quiet: false,
     print_report: true,
     line: &to_stderr,
+    report: &to_stdout,
 };
 
 /// Writes `files` into `dir`, each atomically; when one cannot be, the first (the main

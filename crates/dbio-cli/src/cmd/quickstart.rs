@@ -56,14 +56,14 @@ pub(super) async fn quickstart(
     quiet: bool,
 ) -> Result<u8, Failure> {
     let config = quickstart_config(config_path)?;
-    eprintln!(
+    errln!(
         "quickstart: starting a scratch PostgreSQL in {}",
         scratch_args.dir.display()
     );
     let cluster = scratch::start(&scratch_options(scratch_args)?)?;
-    eprintln!("{}", describe(&cluster));
+    errln!("{}", describe(&cluster));
     if !cluster.direct_io() && !quiet {
-        eprintln!(
+        errln!(
             "quickstart: this server reads through the OS page cache, so its small data set is read from memory; the charts mark such steps. For device reads use PostgreSQL 16+ with --direct-io (scripts/quickstart.sh does)"
         );
     }
@@ -71,14 +71,14 @@ pub(super) async fn quickstart(
     let result = quickstart_work(&config, &target, quiet).await;
     if !keep {
         scratch::stop(&cluster.dir)?;
-        eprintln!(
+        errln!(
             "quickstart: scratch server stopped; its files stay in {} (restart: dbio scratch start --dir {}; remove: rm -rf {})",
             cluster.dir.display(),
             scratch_args.dir.display(),
             cluster.dir.display()
         );
     } else {
-        eprintln!(
+        errln!(
             "quickstart: scratch server left running at {} (psql and pgbench: eval \"$(dbio scratch env --dir {})\"; dbio: --dsn \"{}\"; stop: dbio scratch stop --dir {})",
             cluster.dsn(),
             scratch_args.dir.display(),
@@ -96,27 +96,27 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
         drop_caches: config.collector.drop_caches,
     };
     let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
-    println!("== data set ==");
-    print!("{}", summary.render_text());
+    outln!("== data set ==");
+    out!("{}", summary.render_text());
     let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
     let report = interruptible(
         check::check(target, &plan, super::check::read_shape(config)),
         "check",
     )
     .await?;
-    println!("== check ==");
-    print!("{}", report.render_text());
+    outln!("== check ==");
+    out!("{}", report.render_text());
     if !report.ok() {
         return Ok(1);
     }
-    println!("== run ==");
+    outln!("== run ==");
     let output = RunOutput { quiet, ..STDERR };
     let db = Db::Postgres(vec![target.clone()]);
     let result = run_benchmark(config, &db, &output).await?;
     if result.status != RunStatus::Ok {
         return Ok(exit_code(&result));
     }
-    println!("== ramp ==");
+    outln!("== ramp ==");
     let (ramp, _) = super::ramp::ramp(config, &db, quiet, Format::Text).await?;
     Ok(if ramp.status == RunStatus::Ok { 0 } else { 1 })
 }

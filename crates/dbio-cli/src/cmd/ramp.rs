@@ -68,7 +68,7 @@ pub async fn ramp(
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let line = |text: &str| bar.suspend(|| eprintln!("{text}"));
+    let line = |text: &str| bar.suspend(|| errln!("{text}"));
     let progress = Bar(&bar);
     let outcome = db.ramp(config, &line, quiet, &progress).await;
     bar.finish_and_clear();
@@ -83,7 +83,7 @@ pub async fn ramp(
     // The ramp reaches stdout even when quiet if its files could not be written.
     match format {
         Format::Json => print_json(&ramp)?,
-        Format::Text if !quiet || written.is_err() => print!("{}", ramp_txt(&ramp)),
+        Format::Text if !quiet || written.is_err() => out!("{}", ramp_txt(&ramp)),
         Format::Text => {}
     }
     if let Err(f) = written {
@@ -93,12 +93,12 @@ pub async fn ramp(
         });
     }
     if format == Format::Text && !quiet {
-        eprintln!(
+        errln!(
             "ramp: {} step(s); files in {}: ramp.json, ramp.csv, ramp.txt, iops.svg, latency.svg, latency-vs-iops.svg, report.html",
             ramp.steps.len(),
             dir.display()
         );
-        println!("report: {}", dir.join("report.html").display());
+        outln!("report: {}", dir.join("report.html").display());
     }
     if let Some(f) = error {
         return Err(f);

@@ -36,6 +36,11 @@ pub(super) fn regress_cmd(
         config.regress.max_latency_rise_pct = v;
     }
     config.validate()?;
+    if let Some(path) = junit {
+        let inputs = [baseline, current, thresholds.config.unwrap_or(baseline)]
+            .map(dbio_core::summary::document_path);
+        dbio_core::input::refuse_overwriting_inputs(&inputs, &[path.to_path_buf()])?;
+    }
     let base = read_step_set(baseline)?;
     let cur = read_step_set(current)?;
     if let Some(why) = regress::refusal(&base, &cur, accepted) {
@@ -44,12 +49,12 @@ pub(super) fn regress_cmd(
     let rows = regress::regress(&base, &cur, &config.regress);
     match format {
         Format::Json => print_json(&regress::RegressReport::of(&base, &cur, &rows))?,
-        Format::Text => print!("{}", regress::render_text(&base, &cur, &rows)),
+        Format::Text => out!("{}", regress::render_text(&base, &cur, &rows)),
     }
     if let Some(path) = junit {
         output::write_atomic(path, regress::render_junit(&rows).as_bytes())?;
         if !quiet {
-            eprintln!("regress: JUnit XML written to {}", path.display());
+            errln!("regress: JUnit XML written to {}", path.display());
         }
     }
     Ok(if rows.iter().any(|r| r.regressed) {

@@ -32,31 +32,31 @@ pub(super) fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {
     if let Some(ramp) = read_ramp(&file)? {
         match format {
             "json" => print_json(&ramp)?,
-            "csv" => print!("{}", ramp_csv(&ramp)),
-            "html" => print!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
-            _ => print!("{}", ramp_txt(&ramp)),
+            "csv" => out!("{}", ramp_csv(&ramp)),
+            "html" => out!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
+            _ => out!("{}", ramp_txt(&ramp)),
         }
         return Ok(0);
     }
     let r = RunResult::read_json(&file)?;
     match format {
         "json" => print_json(&r)?,
-        "csv" => print!("{}", dbio_core::report::render_csv(&r)),
+        "csv" => out!("{}", dbio_core::report::render_csv(&r)),
         "html" => {
             return Err(Failure::new(
                 2,
                 "--format html renders a ramp (ramp.json); for a run use text, json or csv",
             ));
         }
-        _ => print!("{}", dbio_core::report::render_text(&r)),
+        _ => out!("{}", dbio_core::report::render_text(&r)),
     }
     Ok(0)
 }
 
 /// The ramp in `file`, or None when it is not a ramp (a run's result.json).
 fn read_ramp(file: &Path) -> Result<Option<RampResult>, Failure> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Failure::new(2, format!("cannot read {}: {e}", file.display())))?;
+    let text = dbio_core::input::read_bounded(file, dbio_core::input::DOCUMENT_MAX_BYTES)
+        .map_err(|e| Failure::new(2, format!("{}: {e}", file.display())))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         Failure::new(
             2,

@@ -71,9 +71,9 @@ pub(super) fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
     match action {
         ScratchAction::Start { scratch: a } => {
             let c = scratch::start(&scratch_options(&a)?)?;
-            println!("scratch cluster running: {}", describe(&c));
-            println!("stop it with: dbio scratch stop --dir {}", a.dir.display());
-            println!(
+            outln!("scratch cluster running: {}", describe(&c));
+            outln!("stop it with: dbio scratch stop --dir {}", a.dir.display());
+            outln!(
                 "point psql and pgbench at it with: eval \"$(dbio scratch env --dir {})\"",
                 a.dir.display()
             );
@@ -82,26 +82,26 @@ pub(super) fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
         ScratchAction::Env { dir } => crate::scratch_target::env_cmd(&dir),
         ScratchAction::Stop { dir } => {
             let c = scratch::stop(&dir)?;
-            println!("scratch cluster in {} stopped", c.dir.display());
+            outln!("scratch cluster in {} stopped", c.dir.display());
             Ok(0)
         }
         ScratchAction::Status { dir, dsn_only } => {
             let (c, running) = scratch::status(&dir)?;
             if dsn_only {
                 if running {
-                    println!("{}", c.dsn());
+                    outln!("{}", c.dsn());
                     return Ok(0);
                 }
-                eprintln!(
+                errln!(
                     "dbio: scratch cluster in {} is not running",
                     c.dir.display()
                 );
                 return Ok(1);
             }
             if running {
-                println!("running: {}", describe(&c));
+                outln!("running: {}", describe(&c));
             } else {
-                println!(
+                outln!(
                     "stopped: cluster in {} (start it with: dbio scratch start --dir {})",
                     c.dir.display(),
                     dir.display()

@@ -38,7 +38,7 @@ pub(super) async fn setup_cmd(
     };
     let summary = interruptible(setup(&config, &target, &opts, quiet), "setup").await?;
     if !quiet {
-        print!("{}", summary.render_text());
+        out!("{}", summary.render_text());
     }
     Ok(0)
 }
@@ -56,7 +56,7 @@ pub(super) async fn setup(
         Arc::new(LoadBars::new())
     };
     if !quiet {
-        eprintln!(
+        errln!(
             "setup: {} schema(s) x {} blocks on {target}{}",
             plan.schemas,
             plan.scale_blocks,

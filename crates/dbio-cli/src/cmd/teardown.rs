@@ -38,13 +38,13 @@ async fn teardown_target(
     if !yes {
         let plan = teardown::plan(target, prefix).await?;
         if plan.is_empty() {
-            println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
+            outln!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
             if let Some(note) = super::discover::others_on(target, prefix).await {
-                println!("{note}");
+                outln!("{note}");
             }
             return Ok(0);
         }
-        println!("would drop from {target} (data set of prefix `{prefix}`):");
+        outln!("would drop from {target} (data set of prefix `{prefix}`):");
         for d in &plan.schemas {
             let mut line = if !d.table {
                 format!("  schema {} (its table cf1 is already gone)", d.schema)
@@ -60,9 +60,9 @@ async fn teardown_target(
                     d.foreign_objects.join(", ")
                 ));
             }
-            println!("{line}");
+            outln!("{line}");
             if !d.dependents.is_empty() {
-                println!(
+                outln!(
                     "    depending on {}.cf1, not dbio's: {} ({})",
                     d.schema,
                     d.dependents.join(", "),
@@ -75,17 +75,20 @@ async fn teardown_target(
             }
         }
         for s in &plan.legacy {
-            println!("  not {s}: {}", legacy_note());
+            outln!("  not {s}: {}", legacy_note());
         }
-        println!("rerun with --yes to drop them");
+        for (s, why) in &plan.forged {
+            outln!("  not {s}: {why}");
+        }
+        outln!("rerun with --yes to drop them");
         return Ok(1);
     }
     let outcome = teardown::teardown(target, prefix, drop_dependents).await?;
     for s in &outcome.dropped {
-        println!("dropped schema {s}");
+        outln!("dropped schema {s}");
     }
     for k in &outcome.kept {
-        println!(
+        outln!(
             "dropped {}.cf1; kept schema {} without dbio's mark: it holds objects dbio did not create ({})",
             k.schema,
             k.schema,
@@ -93,10 +96,17 @@ async fn teardown_target(
         );
     }
     for s in &outcome.legacy {
-        println!("left {s}: {}", legacy_note());
+        outln!("left {s}: {}", legacy_note());
     }
-    if outcome.dropped.is_empty() && outcome.kept.is_empty() && outcome.legacy.is_empty() {
-        println!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
+    for (s, why) in &outcome.forged {
+        outln!("left {s}: {why}");
+    }
+    if outcome.dropped.is_empty()
+        && outcome.kept.is_empty()
+        && outcome.legacy.is_empty()
+        && outcome.forged.is_empty()
+    {
+        outln!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
     }
     Ok(0)
 }

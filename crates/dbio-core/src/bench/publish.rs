@@ -16,6 +16,8 @@ pub struct Output<'a> {
     pub print_report: bool,
     /// Where progress lines and notes go (stderr, or above a ramp's progress bar).
     pub line: &'a (dyn Fn(&str) + Sync),
+    /// Where the report goes (stdout).
+    pub report: &'a (dyn Fn(&str) + Sync),
 }
 
 impl Output<'_> {
@@ -79,7 +81,7 @@ pub fn publish(result: &RunResult, out_dir: &Path, output: &Output<'_>) -> Resul
         ],
     );
     if output.print_report || written.is_err() {
-        print!("{text}");
+        (output.report)(&text);
     }
     written?;
     output.note(&format!(

@@ -96,6 +96,8 @@ pub async fn ramp<B: Backend>(
         quiet,
         print_report: false,
         line,
+        // A step's report is printed only when its files could not be written.
+        report: line,
     };
 
     let say = |text: &str| {

@@ -529,10 +529,12 @@ impl Config {
     /// Reads a YAML file; a missing file, bad YAML, unknown key or bad unit is a `Config` error
     /// that names the file, the line and the key.
     pub fn from_file(path: &Path) -> Result<Config, CoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Config {
-            path: path.to_path_buf(),
-            message: format!("cannot read it: {e}"),
-        })?;
+        let text = crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(
+            |message| CoreError::Config {
+                path: path.to_path_buf(),
+                message,
+            },
+        )?;
         Self::from_yaml(&text).map_err(|message| CoreError::Config {
             path: path.to_path_buf(),
             message,
@@ -572,10 +574,12 @@ impl Config {
     /// The keys a YAML file sets, as a JSON tree (for `dbio config`'s sources); null when the
     /// file is empty.
     pub fn keys_in_file(path: &Path) -> Result<serde_json::Value, CoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CoreError::Config {
-            path: path.to_path_buf(),
-            message: format!("cannot read it: {e}"),
-        })?;
+        let text = crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(
+            |message| CoreError::Config {
+                path: path.to_path_buf(),
+                message,
+            },
+        )?;
         if text.trim().is_empty() {
             return Ok(serde_json::Value::Null);
         }

@@ -1,12 +1,12 @@
 //! Cancel requests for a measured session's running statement.
 
 use std::io::{Read, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use postgres_protocol::message::frontend;
-use rustls::ClientConfig;
+
+use crate::tls::Connector;
 
 use super::stream::{Addr, Stream, handshake, ssl_request};
 use crate::conn::{HostSpec, Keepalive};
@@ -21,7 +21,7 @@ pub struct CancelHandle {
     pub(super) timeout: Duration,
     pub(super) keepalive: Keepalive,
     /// The TLS configuration and host of the connection, when it uses TLS.
-    pub(super) tls: Option<(Arc<ClientConfig>, HostSpec)>,
+    pub(super) tls: Option<(Connector, HostSpec)>,
 }
 
 impl CancelHandle {

@@ -175,7 +175,9 @@ impl ConnectError {
     /// The user-facing error for a failed attempt at `one` (a target pinned to one host).
     pub(super) fn into_pg(self, one: &Target) -> PgError {
         match self {
-            ConnectError::Server(s) => one.server_refused(&s.code, &s.message),
+            ConnectError::Server(s) => {
+                one.server_refused(&s.code, &s.message, s.detail(), s.hint())
+            }
             ConnectError::Io(e)
                 if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
             {

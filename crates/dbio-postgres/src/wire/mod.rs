@@ -18,7 +18,6 @@ mod stream;
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
@@ -26,7 +25,6 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::{IsNull, Oid};
-use rustls::ClientConfig;
 
 pub use answer::Executed;
 pub use cancel::CancelHandle;
@@ -37,7 +35,7 @@ use stream::{Stream, handshake, resolve, ssl_request};
 use crate::conn::{HostSpec, SessionAttrs, Target};
 use crate::error::PgError;
 use crate::sql;
-use crate::tls::{Negotiated, SslMode, server_end_point};
+use crate::tls::{Connector, Negotiated, SslMode, server_end_point};
 
 /// PostgreSQL type OIDs of the parameters dbio binds.
 pub const INT8: Oid = 20;
@@ -112,7 +110,7 @@ impl WireConn {
         application_name: &str,
     ) -> Result<WireConn, ConnectError> {
         let mode = target.mode_for(host);
-        let tls = target.tls.config.as_ref();
+        let tls = target.tls.connector.as_ref();
         match (mode, tls) {
             (SslMode::Disable, _) | (_, None) => {
                 WireConn::connect_with(target, host, application_name, None)
@@ -140,7 +138,7 @@ impl WireConn {
         target: &Target,
         host: &HostSpec,
         application_name: &str,
-        tls: Option<(&Arc<ClientConfig>, bool)>,
+        tls: Option<(&Connector, bool)>,
     ) -> Result<WireConn, ConnectError> {
         let timeout = target.connect_timeout.max(Duration::from_millis(100));
         let addr = resolve(host)?;
@@ -153,12 +151,11 @@ impl WireConn {
             (Stream::Tcp(mut sock), Some((config, required))) => {
                 if ssl_request(&mut sock)? {
                     let s = handshake(sock, config, host)?;
-                    negotiated = Some(Negotiated::of(&s.conn));
+                    negotiated = Some(Negotiated::of(s.ssl()));
                     end_point = s
-                        .conn
-                        .peer_certificates()
-                        .and_then(|c| c.first())
-                        .and_then(|c| server_end_point(c.as_ref()));
+                        .ssl()
+                        .peer_certificate()
+                        .and_then(|c| server_end_point(&c));
                     cancel_tls = Some((config.clone(), host.clone()));
                     Stream::Tls(Box::new(s))
                 } else if required {
@@ -226,7 +223,7 @@ impl WireConn {
     pub fn tcp_timeouts(&self) -> io::Result<Option<(Duration, Option<Duration>)>> {
         let tcp = match &self.stream {
             Stream::Tcp(s) => s,
-            Stream::Tls(s) => &s.sock,
+            Stream::Tls(s) => s.get_ref(),
             Stream::Unix(_) => return Ok(None),
         };
         let sock = socket2::SockRef::from(tcp);
@@ -383,8 +380,7 @@ impl Drop for WireConn {
             frontend::terminate(&mut self.wbuf);
             let _ = self.stream.write_all(&self.wbuf);
             if let Stream::Tls(s) = &mut self.stream {
-                s.conn.send_close_notify();
-                let _ = s.flush();
+                let _ = s.shutdown();
             }
         }
     }

@@ -1,21 +1,19 @@
 //! The socket under a measured session: TCP (keepalive, TCP_USER_TIMEOUT), Unix or TLS over
-//! TCP (the SSLRequest and rustls' handshake), and the handle that shuts it down from another
-//! thread.
+//! TCP (the SSLRequest and OpenSSL's handshake), and the handle that shuts it down from
+//! another thread.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use openssl::ssl::{HandshakeError, SslStream};
 
 use super::error::ConnectError;
 use crate::conn::{HostSpec, Keepalive};
-use crate::tls::describe_handshake_error;
+use crate::tls::{Connector, describe_handshake_error};
 
 /// Where the server listens: the socket file, or the addresses of one host (hostaddr, else
 /// the resolved name), tried in order.
@@ -25,8 +23,8 @@ pub(super) enum Addr {
     Unix(PathBuf),
 }
 
-/// A TLS session over TCP, rustls' blocking stream.
-pub(super) type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+/// A TLS session over TCP, OpenSSL's blocking stream.
+pub(super) type TlsStream = SslStream<TcpStream>;
 
 pub(super) enum Stream {
     Tcp(TcpStream),
@@ -66,7 +64,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
-            Stream::Tls(s) => s.sock.set_read_timeout(t),
+            Stream::Tls(s) => s.get_ref().set_read_timeout(t),
         }
     }
 
@@ -98,7 +96,7 @@ impl AsFd for Stream {
             Stream::Tcp(s) => s.as_fd(),
             Stream::Unix(s) => s.as_fd(),
             // Shutting the TCP socket down under TLS ends the session just the same.
-            Stream::Tls(s) => s.sock.as_fd(),
+            Stream::Tls(s) => s.get_ref().as_fd(),
         }
     }
 }
@@ -183,27 +181,27 @@ pub(super) fn ssl_request(sock: &mut TcpStream) -> Result<bool, ConnectError> {
 /// The TLS handshake on a socket the server agreed to encrypt; errors say which check of
 /// the server's certificate failed.
 pub(super) fn handshake(
-    mut sock: TcpStream,
-    config: &Arc<ClientConfig>,
+    sock: TcpStream,
+    connector: &Connector,
     host: &HostSpec,
 ) -> Result<TlsStream, ConnectError> {
-    let name = host.name();
-    let server_name = ServerName::try_from(name.clone()).map_err(|e| {
-        ConnectError::Tls(format!("\"{name}\" is not a valid TLS server name: {e}"))
-    })?;
-    let mut conn = ClientConnection::new(config.clone(), server_name)
-        .map_err(|e| ConnectError::Tls(e.to_string()))?;
-    while conn.is_handshaking() {
-        if let Err(e) = conn.complete_io(&mut sock) {
-            let text = match e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            {
-                Some(tls) => format!("{tls:?}: {tls}"),
-                None => e.to_string(),
-            };
-            return Err(ConnectError::Tls(describe_handshake_error(&text, &name)));
-        }
-    }
-    Ok(StreamOwned::new(conn, sock))
+    let name = host.host.clone();
+    let shown = host.name();
+    let ssl = connector
+        .configure(if host.is_unix() { "" } else { &name })
+        .map_err(|e| ConnectError::Tls(describe_handshake_error(&e, &shown)))?;
+    ssl.connect(&name, sock).map_err(|e| {
+        let text = match &e {
+            HandshakeError::Failure(m) | HandshakeError::WouldBlock(m) => {
+                let verify = m.ssl().verify_result();
+                if verify.as_raw() == 0 {
+                    m.error().to_string()
+                } else {
+                    format!("{}: {}", m.error(), verify.error_string())
+                }
+            }
+            HandshakeError::SetupFailure(s) => s.to_string(),
+        };
+        ConnectError::Tls(describe_handshake_error(&text, &shown))
+    })
 }
