@@ -3,6 +3,7 @@
 //! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
 
 pub mod backend;
+pub mod cgroup;
 pub mod check;
 pub mod collector;
 pub mod conn;
