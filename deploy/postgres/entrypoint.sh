@@ -9,6 +9,12 @@ if [ "${1:-}" != postgres ]; then
     exec "$@"
 fi
 shift
+# `postgres --version` and the like start no server: no cluster is made for them.
+for arg in "$@"; do
+    case $arg in
+        -V | --version | '-?' | --help) exec postgres "$@" ;;
+    esac
+done
 PGDATA=${PGDATA:-/var/lib/postgresql/data}
 export PGDATA
 if [ "$(id -u)" = 0 ]; then
