@@ -3,6 +3,7 @@
 #
 #   base      localhost/dbio-base:SUITE      Debian minbase: debootstrap from the Debian
 #                                            mirror this machine's apt uses, then `import`
+#                                            (kept when it exists, unless --refresh)
 #   postgres  localhost/dbio-postgres:MAJOR  Debian's PostgreSQL packages on that base
 #                                            (deploy/postgres/), `dbio nightly`'s server
 #   dbio      localhost/dbio:latest          deploy/Dockerfile on that base; with
@@ -18,6 +19,8 @@
 #                           `prebuilt` target) instead of building it from source, which
 #                           needs BUILDER, an image with Rust 1.89+ (--builder IMAGE)
 #   --builder IMAGE         deploy/Dockerfile's BUILDER (default: the Dockerfile's)
+#   --refresh               debootstrap the base again even when it exists (newer Debian
+#                           packages; the images built on the old one are rebuilt)
 #
 # Needs root (debootstrap), the engine, and debootstrap (Debian: apt-get install podman runc
 # debootstrap). Builds run with the host's network (`--network host`: apt reaches the
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -37,6 +40,7 @@ mirror=
 pg_major=17
 dbio_bin=
 builder=
+refresh=
 images=()
 while [ $# -gt 0 ]; do
     case $1 in
@@ -47,6 +51,7 @@ while [ $# -gt 0 ]; do
         --pg-major) pg_major=${2:?}; shift ;;
         --dbio-bin) dbio_bin=${2:?}; shift ;;
         --builder) builder=${2:?}; shift ;;
+        --refresh) refresh=1 ;;
         -h | --help) usage ;;
         *) echo "images.sh: unknown argument '$1'" >&2; usage ;;
     esac
@@ -99,6 +104,10 @@ debian_mirror() {
 }
 
 build_base() {
+    if [ -z "$refresh" ] && "$engine" image inspect "$base" >/dev/null 2>&1; then
+        kept=1
+        return 0
+    fi
     if [ "$(id -u)" -ne 0 ]; then
         echo "images.sh: the base needs root (debootstrap)" >&2
         exit 2
@@ -150,10 +159,15 @@ build_dbio() {
 for image in base postgres dbio; do
     wants "$image" || continue
     started=$(date +%s)
+    kept=
     "build_$image"
     name=$base
     [ "$image" = postgres ] && name=localhost/dbio-postgres:$pg_major
     [ "$image" = dbio ] && name=localhost/dbio:latest
     size=$("$engine" image inspect --format '{{.Size}}' "$name")
-    echo "images.sh: $name built in $(($(date +%s) - started)) s, $((size / 1000000)) MB" >&2
+    if [ -n "$kept" ]; then
+        echo "images.sh: $name kept as it is (--refresh builds it again), $((size / 1000000)) MB" >&2
+    else
+        echo "images.sh: $name built in $(($(date +%s) - started)) s, $((size / 1000000)) MB" >&2
+    fi
 done

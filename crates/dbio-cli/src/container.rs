@@ -176,6 +176,10 @@ impl ServerContainer {
                 ),
             )
         })?;
+        // docker's client without a daemon (or a podman that cannot read its configuration)
+        // says so here, not as a missing image.
+        run_quiet(engine.command().arg("info"))
+            .map_err(|e| Failure::new(2, format!("{program} does not work here: {e}")))?;
         run_quiet(
             engine
                 .command()
@@ -222,9 +226,15 @@ impl ServerContainer {
         .map_err(|e| Failure::new(2, format!("the server's volume: {e}")))?;
         let how = match engine.compose() {
             Ok(compose) => {
-                let dir = c.compose_up(&compose, config)?;
                 let how = format!("{} up", compose.join(" "));
-                c.started = Some(Started::Compose(compose, dir));
+                // Recorded before `up`: what a failed `up` made is taken down as well.
+                let dir = tempfile::Builder::new()
+                    .prefix("dbio-nightly-compose-")
+                    .tempdir()
+                    .map_err(|e| Failure::new(2, format!("a folder for the compose file: {e}")))?;
+                let file = dir.path().join("compose.yaml");
+                c.started = Some(Started::Compose(compose.clone(), dir));
+                c.compose_up(&compose, &file, config)?;
                 how
             }
             Err(why) => {
@@ -309,26 +319,21 @@ impl ServerContainer {
             .map_err(|e| self.failure(format!("the server's container did not start: {e}")))
     }
 
-    /// Writes the compose file (one service, the same container as `run` starts) into a
-    /// private folder and brings it up; returns the folder.
+    /// Writes the compose file (one service, the same container as `run` starts) and
+    /// brings it up.
     fn compose_up(
         &self,
         compose: &[String],
+        file: &Path,
         config: &ContainerConfig,
-    ) -> Result<tempfile::TempDir, Failure> {
-        let dir = tempfile::Builder::new()
-            .prefix("dbio-nightly-compose-")
-            .tempdir()
-            .map_err(|e| Failure::new(2, format!("a folder for the compose file: {e}")))?;
-        let file = dir.path().join("compose.yaml");
-        let text = compose_file(self, config);
-        std::fs::write(&file, text)
+    ) -> Result<(), Failure> {
+        std::fs::write(file, compose_file(self, config))
             .map_err(|e| Failure::new(2, format!("{}: {e}", file.display())))?;
-        let mut cmd = compose_command(compose, &file, &self.name);
+        let mut cmd = compose_command(compose, file, &self.name);
         cmd.args(["up", "--detach"]);
         run_quiet(&mut cmd)
-            .map_err(|e| self.failure(format!("the server's container did not start: {e}")))?;
-        Ok(dir)
+            .map(|_| ())
+            .map_err(|e| self.failure(format!("the server's container did not start: {e}")))
     }
 
     /// Waits until the server accepts the night's password, the container exits, or

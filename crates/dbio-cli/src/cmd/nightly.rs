@@ -176,6 +176,15 @@ async fn night(
         &ramp_args,
     )
     .await;
+    if crate::signals::interrupts().count() > 0 {
+        return Err(Failure::new(
+            1,
+            format!(
+                "nightly: interrupted; the ramp's files so far are in {} (not gated)",
+                out.display()
+            ),
+        ));
+    }
     if !out.join("ramp.json").is_file() {
         return Err(Failure::new(
             ramp_code.max(1),
