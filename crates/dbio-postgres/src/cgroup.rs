@@ -45,6 +45,14 @@ impl CgroupDir {
 /// hierarchy is mounted where `mountinfo` says.
 pub fn controller_dirs(controller: &str, proc_cgroup: &str, mountinfo: &str) -> Vec<CgroupDir> {
     let mounts = device::parse_mountinfo(mountinfo);
+    // A controller is bound to one hierarchy: where a v1 hierarchy has it (systemd's hybrid
+    // layout), the v2 one, mounted beside it, does not.
+    let in_v1 = proc_cgroup.lines().any(|l| {
+        let mut f = l.splitn(3, ':');
+        f.next() != Some("0")
+            && f.next()
+                .is_some_and(|c| c.split(',').any(|c| c == controller))
+    });
     let mut out = Vec::new();
     for line in proc_cgroup.lines() {
         let mut f = line.splitn(3, ':');
@@ -52,6 +60,9 @@ pub fn controller_dirs(controller: &str, proc_cgroup: &str, mountinfo: &str) -> 
             continue;
         };
         let (version, candidates): (Version, Vec<&Mount>) = if id == "0" && controllers.is_empty() {
+            if in_v1 {
+                continue;
+            }
             let v2 = mounts.iter().filter(|m| m.fstype == "cgroup2").collect();
             (Version::V2, v2)
         } else if controllers.split(',').any(|c| c == controller) {
@@ -174,25 +185,27 @@ mod tests {
             .iter()
             .map(|d| (d.version, d.path.display().to_string()))
             .collect();
+        // The memory controller is v1's here: the v2 hierarchy beside it has none.
         assert_eq!(
             paths,
             vec![
-                (
-                    Version::V2,
-                    "/sys/fs/cgroup/unified/process_api/62ed".into()
-                ),
-                (Version::V2, "/sys/fs/cgroup/unified/process_api".into()),
-                (Version::V2, "/sys/fs/cgroup/unified".into()),
                 (Version::V1, "/sys/fs/cgroup/memory/process_api/62ed".into()),
                 (Version::V1, "/sys/fs/cgroup/memory/process_api".into()),
                 (Version::V1, "/sys/fs/cgroup/memory".into()),
             ]
         );
-        // Another controller's hierarchy is not the memory one.
-        assert!(
-            controller_dirs("blkio", cgroup, mountinfo)
-                .iter()
-                .all(|d| d.version == Version::V2)
+        // A controller no v1 hierarchy has is looked for in v2.
+        let io: Vec<String> = controller_dirs("io", cgroup, mountinfo)
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect();
+        assert_eq!(
+            io,
+            [
+                "/sys/fs/cgroup/unified/process_api/62ed",
+                "/sys/fs/cgroup/unified/process_api",
+                "/sys/fs/cgroup/unified"
+            ]
         );
     }
 

@@ -61,6 +61,22 @@ impl HostAccess {
             HostAccess::Local { .. } => std::fs::read_to_string(path).map_err(|e| e.to_string()),
         }
     }
+
+    /// A small file that may not be there (None then). Through the connection a missing file
+    /// is NULL rather than an ERROR in the server's log; a role allowed only pg_read_file(text)
+    /// is asked that way instead.
+    pub async fn read_if_exists(&self, client: &Client, path: &str) -> Option<String> {
+        match self {
+            HostAccess::Server => match client
+                .query_one(sql::READ_SERVER_FILE_IF_EXISTS, &[&path])
+                .await
+            {
+                Ok(row) => row.try_get::<_, Option<String>>(0).ok().flatten(),
+                Err(_) => self.read(client, path).await.ok(),
+            },
+            HostAccess::Local { .. } => std::fs::read_to_string(path).ok(),
+        }
+    }
 }
 
 /// The server's files are readable through the connection (superuser, or
@@ -423,7 +439,7 @@ pub async fn memory_cap(client: &Client, access: &HostAccess) -> Option<cgroup::
     let mut read = Vec::new();
     for dir in cgroup::controller_dirs("memory", &proc_cgroup, &mountinfo) {
         let file = cgroup::memory_limit_file(&dir);
-        if let Ok(text) = access.read(client, &file).await {
+        if let Some(text) = access.read_if_exists(client, &file).await {
             read.push((file, text));
         }
     }
