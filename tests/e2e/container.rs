@@ -765,8 +765,9 @@ async fn the_kubernetes_jobs_command_lines_run_in_dbio_s_image() {
         .find(|(k, _)| k == "SHARDS")
         .map(|(_, v)| v.parse().unwrap())
         .unwrap();
-    // What the README's sed does: the shared start a little ahead.
-    let start_at = (chrono::Utc::now() + chrono::Duration::seconds(20))
+    // What the README's sed does: the shared start a little ahead (four pods to start and
+    // connect, on a busy host).
+    let start_at = (chrono::Utc::now() + chrono::Duration::seconds(30))
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
     let mut pods = Vec::new();
