@@ -104,6 +104,11 @@ pub struct StepSummary {
     /// result.json of each repeat, relative to the file that holds this summary.
     pub results: Vec<String>,
     pub warnings: Vec<String>,
+    /// Operations of all repeats that had stalled when the window ended (running at least
+    /// [`crate::result::STALL_S`]; cancelled, not counted): such a step is flagged and never a
+    /// baseline.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalled_ops: u32,
     /// A step over several targets: each target's figures across repeats (the step's own
     /// figures are the totals).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -252,8 +257,20 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         read_histogram: encode_histogram(&hist),
         results: paths,
         warnings,
+        stalled_ops: results
+            .iter()
+            .flat_map(|r| &r.sessions)
+            .filter(|s| {
+                s.in_flight_at_end_s
+                    .is_some_and(|t| t >= crate::result::STALL_S)
+            })
+            .count() as u32,
         targets: target_steps(results),
     })
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A warning with its figures masked: the same caveat with other figures (per repeat, per

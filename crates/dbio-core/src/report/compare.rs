@@ -742,6 +742,7 @@ mod tests {
             read_histogram: encode_histogram(&h),
             results: vec![],
             warnings: vec![],
+            stalled_ops: 0,
             targets: vec![],
         }
     }

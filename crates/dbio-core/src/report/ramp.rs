@@ -661,6 +661,7 @@ mod tests {
             read_histogram: String::new(),
             results: vec![],
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            stalled_ops: 0,
             targets: vec![],
         }
     }
