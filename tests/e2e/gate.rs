@@ -576,6 +576,41 @@ fn add_names_every_bad_file_and_adds_the_good_ones() {
     );
     assert!(err.contains("2 of 4 file(s) not added"), "{err}");
     assert_eq!(run_ids(&g.store).len(), 2);
+    // Seen: add stored documents that report, compare and regress refuse (negative rates, a
+    // zero window, format 0, 1e300 ops/s, which then became the baseline).
+    let mut forged = Vec::new();
+    for (i, (path, value)) in [
+        (&["db", "read_iops"][..], Value::from(-5.0)),
+        (&["window", "measured_s"][..], Value::from(0.0)),
+        (&["format"][..], Value::from(0)),
+        (&["client", "ops_per_s"][..], Value::from(1e300)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut d = night("add", 3 + i as i64, 1000.0, "17.2", false);
+        let (last, parents) = path.split_last().unwrap();
+        let mut cur = &mut d;
+        for p in parents {
+            cur = &mut cur[*p];
+        }
+        cur[*last] = value;
+        forged.push(g.file(&d));
+    }
+    let mut args = vec!["history", "add", "--store", &g.store];
+    args.extend(forged.iter().map(|f| f.to_str().unwrap()));
+    let o = dbio(&args);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("4 of 4 file(s) not added"), "{err}");
+    for f in &forged {
+        assert!(
+            err.contains(f.to_str().unwrap()),
+            "{} not named: {err}",
+            f.display()
+        );
+    }
+    assert_eq!(run_ids(&g.store).len(), 2, "nothing forged was stored");
     // JSON of show and list parse and carry the figures.
     let o = dbio(&[
         "history", "show", "2", "--store", &g.store, "--format", "json",
