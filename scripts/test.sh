@@ -19,6 +19,12 @@ for major in 13 14 16 17 18; do
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"
 done
 cargo fmt --all --check
+# A dependency no crate uses fails the run (cargo-machete, from crates.io, once per machine).
+if ! command -v cargo-machete >/dev/null 2>&1; then
+    echo "installing cargo-machete (cargo install)" >&2
+    cargo install --locked --quiet cargo-machete@0.9.2
+fi
+cargo machete
 cargo clippy --workspace --all-targets -- -D warnings
 # The Oracle backend is a default feature; a build without it must work too.
 cargo clippy -p dbio-cli -p dbio-oracle --all-targets --no-default-features -- -D warnings
