@@ -47,6 +47,11 @@ pub struct Comparison {
     /// Each input's own warnings (page-cache reads, a checkpoint in the window, ...), each
     /// once with the steps it applies to.
     pub warnings: Vec<Vec<String>>,
+    /// Steps whose inputs were limited by different things (storage against page cache, a
+    /// cap against storage), each with every input's limiter: their figures measure
+    /// different things.
+    #[serde(default)]
+    pub limiters: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -185,6 +190,29 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             }
         }
     }
+    let names = column_names(&labels);
+    let mut limiters = Vec::new();
+    for (step, summaries) in &matched {
+        let each: Vec<Option<&crate::limits::LimiterVerdict>> =
+            summaries.iter().map(|s| s.limiter.as_ref()).collect();
+        let kinds: Vec<Option<crate::limits::Limiter>> =
+            each.iter().map(|v| v.map(|v| v.limiter)).collect();
+        if kinds.iter().all(Option::is_none) || kinds.iter().all(|k| *k == kinds[0]) {
+            continue;
+        }
+        let sides: Vec<String> = each
+            .iter()
+            .zip(&names)
+            .map(|(v, n)| match v {
+                Some(v) => format!("{n}: {}", v.line),
+                None => format!("{n}: not judged (a result from before the limiter was recorded)"),
+            })
+            .collect();
+        limiters.push(format!(
+            "step {step}: limited by different things; {}",
+            sides.join("; ")
+        ));
+    }
     let mut rows = Vec::new();
     for (step, summaries) in matched {
         for (name, pick, tester, untested) in metrics() {
@@ -241,7 +269,6 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             None => Vec::new(),
         })
         .collect();
-    let names = column_names(&labels);
     let verdicts = metric_verdicts(&names, &rows);
     let warnings = sets.iter().map(input_warnings).collect();
     Comparison {
@@ -251,6 +278,7 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
         rows,
         verdicts,
         warnings,
+        limiters,
         notes,
     }
 }
@@ -414,6 +442,12 @@ impl Comparison {
                 let _ = writeln!(o, "  {v}");
             }
         }
+        if !self.limiters.is_empty() {
+            let _ = writeln!(o, "\nlimited by");
+            for l in &self.limiters {
+                let _ = writeln!(o, "  {l}");
+            }
+        }
         let w = names
             .iter()
             .map(|n| n.chars().count())
@@ -555,6 +589,13 @@ impl Comparison {
             b.push_str("<h2>Verdict</h2>\n<ul>\n");
             for v in &self.verdicts {
                 let _ = writeln!(b, "<li>{}</li>", escape(v));
+            }
+            b.push_str("</ul>\n");
+        }
+        if !self.limiters.is_empty() {
+            b.push_str("<h2>Limited by</h2>\n<ul>\n");
+            for l in &self.limiters {
+                let _ = writeln!(b, "<li class=\"warn\">{}</li>", escape(l));
             }
             b.push_str("</ul>\n");
         }
@@ -743,6 +784,11 @@ mod tests {
             results: vec![],
             warnings: vec![],
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 

@@ -355,6 +355,11 @@ mod tests {
             results: vec![],
             warnings: vec![],
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 
