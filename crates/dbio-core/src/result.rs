@@ -159,6 +159,10 @@ pub struct ReadPathInfo {
     pub io_method: Option<String>,
     pub effective_io_concurrency: Option<String>,
     pub io_combine_limit: Option<String>,
+    /// The server's index-scan prefetch setting (`enable_indexscan_prefetch`), where it has
+    /// one: pinned off for read_path index, so that each session keeps one read in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_prefetch: Option<String>,
 }
 
 /// Where one table of the data set really is and how big, as preflight read the catalog.

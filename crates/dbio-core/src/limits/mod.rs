@@ -174,17 +174,29 @@ impl Residency {
     /// Null without the buffer-cache and page-cache counts.
     pub fn expected_physical_ratio(&self) -> Option<f64> {
         let t = self.totals(None);
-        let sb = t.before.shared_buffers_blocks?;
-        let pc = t.before.page_cache_blocks?;
-        let outside = t.blocks.checked_sub(sb).filter(|b| *b > 0)?;
-        // Without the blocks in both, the two caches are taken as independent.
-        let cached_outside = match t.before.both_blocks {
-            Some(both) => pc.saturating_sub(both),
-            None => pc * outside / t.blocks,
-        }
-        .min(outside);
-        Some(1.0 - cached_outside as f64 / outside as f64)
+        expected_ratio(t.blocks, &t.before)
     }
+
+    /// The same from the residency at the window's end.
+    pub fn expected_physical_ratio_after(&self) -> Option<f64> {
+        let t = self.totals(None);
+        expected_ratio(t.blocks, &t.after)
+    }
+}
+
+/// The share of reads missing the buffer cache that find no copy in the page cache, for
+/// `blocks` blocks of which `c` are cached.
+fn expected_ratio(blocks: u64, c: &CacheCounts) -> Option<f64> {
+    let sb = c.shared_buffers_blocks?;
+    let pc = c.page_cache_blocks?;
+    let outside = blocks.checked_sub(sb).filter(|b| *b > 0)?;
+    // Without the blocks in both, the two caches are taken as independent.
+    let cached_outside = match c.both_blocks {
+        Some(both) => pc.saturating_sub(both),
+        None => pc * outside / blocks,
+    }
+    .min(outside);
+    Some(1.0 - cached_outside as f64 / outside as f64)
 }
 
 /// One I/O limit of the server's cgroup on the data's device.

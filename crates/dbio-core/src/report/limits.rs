@@ -220,7 +220,20 @@ fn residency(
     }
     // What the residency says of the physical-read ratio.
     let t = r.totals(None);
-    if let Some(expected) = r.expected_physical_ratio() {
+    let at = |c: &CacheCounts, e: Option<f64>| {
+        format!(
+            "{} of the data set's blocks in {cache}, {} in the page cache (a read that misses {cache} reaches the device with probability {})",
+            t.pct(c.shared_buffers_blocks)
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "-".into()),
+            t.pct(c.page_cache_blocks)
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "-".into()),
+            opt(e, 2)
+        )
+    };
+    let (start, end) = (r.expected_physical_ratio(), r.expected_physical_ratio_after());
+    if start.is_some() || end.is_some() {
         let measured: Vec<String> = [
             device
                 .and_then(|d| d.physical_read_ratio)
@@ -233,23 +246,34 @@ fn residency(
         .collect();
         let _ = writeln!(
             o,
-            "    at the window's start {} of the data set's blocks were in {cache} and {} in the page cache: a read that \
-             misses {cache} finds its block in the page cache {:.0}% of the time, so about {:.2} of the database's reads \
-             should reach the device (physical-read ratio); measured {}",
-            t.pct(t.before.shared_buffers_blocks)
-                .map(|p| format!("{p:.0}%"))
-                .unwrap_or_else(|| "-".into()),
-            t.pct(t.before.page_cache_blocks)
-                .map(|p| format!("{p:.0}%"))
-                .unwrap_or_else(|| "-".into()),
-            100.0 * (1.0 - expected),
-            expected,
+            "    physical-read ratio: at the window's start {}; at its end {}; measured {}",
+            at(&t.before, start),
+            at(&t.after, end),
             if measured.is_empty() {
                 "nothing (no device or backend figures)".to_string()
             } else {
                 measured.join(", ")
             }
         );
+        let moved = t
+            .pct(t.before.page_cache_blocks)
+            .zip(t.pct(t.after.page_cache_blocks))
+            .map(|(a, b)| b - a);
+        match moved {
+            Some(d) if d >= 20.0 => {
+                let _ = writeln!(
+                    o,
+                    "    the page cache filled during the window (+{d:.0} points): the reads warmed it, so the ratio lies between the two"
+                );
+            }
+            Some(d) if d <= -20.0 => {
+                let _ = writeln!(
+                    o,
+                    "    the page cache emptied during the window ({d:.0} points): memory pressure, or a cache drop on the server's host"
+                );
+            }
+            _ => {}
+        }
     }
     for n in &r.notes {
         let _ = writeln!(o, "    note: {n}");

@@ -950,12 +950,16 @@ fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
             .unwrap_or_else(|| format!("none on this server ({since})"))
     };
     format!(
-        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}",
+        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}{}",
         rp.path.as_str(),
         rp.plan,
         v(&rp.io_method, "PostgreSQL 18+"),
         v(&rp.effective_io_concurrency, "not readable"),
-        v(&rp.io_combine_limit, "PostgreSQL 17+")
+        v(&rp.io_combine_limit, "PostgreSQL 17+"),
+        rp.index_prefetch
+            .as_ref()
+            .map(|p| format!(", enable_indexscan_prefetch {p}"))
+            .unwrap_or_default()
     )
 }
 
@@ -973,6 +977,7 @@ mod tests {
             io_method: None,
             effective_io_concurrency: Some("16".into()),
             io_combine_limit: Some("128kB".into()),
+            index_prefetch: None,
         };
         assert_eq!(
             read_path_line(&rp),
