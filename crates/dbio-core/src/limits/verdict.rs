@@ -6,9 +6,15 @@
 //!    Concurrency classes) are at least 30% of the sessions' DB time.
 //! 2. **cap**: the server's cgroup limits the device's reads (or writes, IOPS or bytes) and
 //!    the run reached 90% of the limit: "capped at N IOPS (io.max)".
-//! 3. **client CPU**: the host that ran dbio was saturated (>= 90% busy) while the sessions
-//!    were active in the database less than half the window: the server waited for the
-//!    client. (Without a DB time: dbio itself used half the host's cores or more.)
+//!    Where no limit could be read: the reads reached storage, the sessions waited on them
+//!    at least half their DB time, yet the device held under a quarter of the reads they
+//!    waited on (Little's law on each), on a server host that was not saturated: the I/Os
+//!    queued before the device, as under a cgroup or provisioned limit the server cannot
+//!    show ("queued before the device: a limit?").
+//! 3. **client CPU**: the host that ran dbio was saturated (>= 90% busy), dbio itself used at
+//!    least a tenth of its cores (it was among the consumers, not a bystander of other work),
+//!    and the sessions were active in the database less than half the window: the server
+//!    waited for the client. (Without a DB time: dbio itself used half the host's cores.)
 //! 4. **shared_buffers** (Oracle: buffer cache): 99% or more of the reads were buffer hits.
 //! 5. **page cache**: under half of the bytes the database read came from storage (the
 //!    backends' own counters, else the device's reads over the database's), or, where
@@ -33,9 +39,15 @@ use crate::stats::dbstats::{
 pub const LOCK_PCT: f64 = 30.0;
 /// A run at or above this share of a cgroup limit hit it.
 pub const CAP_SHARE: f64 = 0.9;
+/// Read waits at or above this % of DB time, with the device holding under a quarter of the
+/// reads waited on: they queued before the device.
+pub const QUEUED_READ_WAIT_PCT: f64 = 50.0;
 /// Sessions active in the database under this share of the window: something outside the
 /// database set the pace.
 pub const ACTIVE_SHARE: f64 = 0.5;
+/// dbio's own CPU at or above this share of the client host's cores: dbio was among what
+/// saturated it.
+pub const DBIO_CPU_SHARE: f64 = 0.1;
 /// Buffer hits at or above this ratio: the reads were served by the buffer cache.
 pub const BUFFER_HIT_RATIO: f64 = 0.99;
 /// Page-cache residency at the window's start at or above this %: the page cache served
@@ -300,6 +312,59 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
         missing.push(format!("cgroup I/O limits: {why}"));
     }
 
+    // 2b. A limit that could not be read, seen in where the reads waited.
+    let direct = i
+        .device
+        .is_some_and(|d| d.cache_control == CacheControl::DirectIo);
+    let ratio = i
+        .host
+        .and_then(|h| h.physical_read_ratio)
+        .or(i.device.and_then(|d| d.physical_read_ratio));
+    let reads_physical = ratio.map_or(direct, |r| r >= MIN_PHYSICAL_RATIO);
+    let read_waits = pct_of(is_read_wait);
+    let waited_on = outstanding.and_then(|o| o.db_reads_in_flight);
+    let at_device = outstanding.and_then(|o| o.device_reads_in_flight);
+    let server_saturated = server.is_some_and(|s| s.saturated);
+    if let (Some((p, top)), Some(w), Some(d), Some(dev)) =
+        (&read_waits, waited_on, at_device, i.device)
+        && caps.is_none_or(|c| c.limits.is_empty())
+        && reads_physical
+        && *p >= QUEUED_READ_WAIT_PCT
+        && w >= 0.5
+        && d < 0.25 * w
+        && !server_saturated
+    {
+        evidence.push(ev(
+            "reads the sessions waited on (Little's law, database)",
+            w,
+            "in flight",
+            "limits.outstanding.db_reads_in_flight",
+        ));
+        evidence.push(ev(
+            "reads in flight at the device (Little's law)",
+            d,
+            "in flight",
+            "limits.outstanding.device_reads_in_flight",
+        ));
+        return LimiterVerdict {
+            limiter: Limiter::Cap,
+            line: format!(
+                "queued before the device: a limit? the sessions waited on reads {p:.0}% of their DB time ({top}) with \
+                 {w:.2} reads in flight, while device {} held {d:.2} ({} busy) at {:.0} reads/s: the I/Os waited before \
+                 reaching it, as under a cgroup or provisioned limit the server cannot show; {:.0} IOPS is that limit's \
+                 figure, not what the storage can do",
+                dev.device,
+                dev.busy_pct
+                    .map(|b| format!("{b:.0}%"))
+                    .unwrap_or_else(|| "-".into()),
+                dev.reads_per_s,
+                dev.reads_per_s
+            ),
+            evidence,
+            missing,
+        };
+    }
+
     // 3. The client's CPU.
     if let Some(c) = client {
         evidence.push(ev(
@@ -316,10 +381,19 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
                 "limits.client_cpu.dbio_cores",
             ));
         }
+        let cores = c.cores.max(1) as f64;
         let waited_for_client = match active {
-            Some(a) => a < ACTIVE_SHARE,
-            None => c.dbio_cores.is_some_and(|d| d >= 0.5 * c.cores as f64),
+            Some(a) => a < ACTIVE_SHARE && c.dbio_cores.is_some_and(|d| d >= DBIO_CPU_SHARE * cores),
+            None => c.dbio_cores.is_some_and(|d| d >= 0.5 * cores),
         };
+        if c.saturated && !waited_for_client {
+            evidence.push(ev(
+                "the client host was saturated by other work than dbio's",
+                c.dbio_cores.unwrap_or(0.0),
+                &format!("cores of {} used by dbio", c.cores),
+                "limits.client_cpu",
+            ));
+        }
         if c.saturated && waited_for_client {
             return LimiterVerdict {
                 limiter: Limiter::ClientCpu,
@@ -375,7 +449,6 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
     // 5. The OS page cache.
     let backends_ratio = i.host.and_then(|h| h.physical_read_ratio);
     let device_ratio = i.device.and_then(|d| d.physical_read_ratio);
-    let ratio = backends_ratio.or(device_ratio);
     if let Some(r) = backends_ratio {
         evidence.push(ev(
             "bytes the backends fetched from storage / bytes they read",
@@ -404,9 +477,6 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
             "limits.residency",
         ));
     }
-    let direct = i
-        .device
-        .is_some_and(|d| d.cache_control == CacheControl::DirectIo);
     let cached = match ratio {
         Some(r) => r < MIN_PHYSICAL_RATIO,
         None => !direct && page_cache_pct.is_some_and(|p| p >= PAGE_CACHE_PCT),
@@ -491,7 +561,6 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
                 })
         }
     };
-    let read_waits = pct_of(is_read_wait);
     if let Some((p, _)) = &read_waits {
         evidence.push(ev("read waits", *p, "% of DB time", "waits.foreground"));
     }
@@ -767,6 +836,41 @@ mod tests {
         assert_eq!(c.judge().limiter, Limiter::Storage);
     }
 
+    // A cgroup throttle the server could not read: the sessions wait on reads the device
+    // never holds (seen: 0.97 reads waited on, 0.01 at the device, 1% busy).
+    #[test]
+    fn reads_queued_before_the_device_are_a_limit_the_server_cannot_show() {
+        let mut c = Case::storage();
+        let dev = DeviceMetrics {
+            avg_read_wait_ms: Some(0.03),
+            ..device(396.0, 1.0, 1.0, CacheControl::DirectIo)
+        };
+        let d = DbMetrics {
+            avg_read_latency_us: Some(2500.0),
+            ..db(396.0, 0.8)
+        };
+        c.sessions = 1;
+        c.limits.outstanding = Some(OutstandingIo::of(1, Some(&dev), Some(&d), None));
+        c.device = Some(dev.clone());
+        c.db = Some(d.clone());
+        c.waits = Some(waits(9.8, &[("IO:DataFileRead", 97.0)]));
+        let v = c.judge();
+        assert_eq!(v.limiter, Limiter::Cap, "{v:?}");
+        assert!(v.line.starts_with("queued before the device: a limit?"), "{}", v.line);
+        // On a saturated server host the wait may be for a CPU after the read: no claim.
+        c.limits.server_cpu = Some(server(100.0));
+        assert_eq!(c.judge().limiter, Limiter::Storage);
+        // A device that holds the reads the sessions wait on is the storage.
+        c.limits.server_cpu = Some(server(30.0));
+        let busy = DeviceMetrics {
+            avg_read_wait_ms: Some(2.4),
+            ..dev
+        };
+        c.limits.outstanding = Some(OutstandingIo::of(1, Some(&busy), Some(&d), None));
+        c.device = Some(busy);
+        assert_eq!(c.judge().limiter, Limiter::Storage);
+    }
+
     #[test]
     fn a_saturated_client_with_idle_sessions_is_client_cpu() {
         // 16 sessions active 3% of the window on a saturated 2-core client.
@@ -790,6 +894,24 @@ mod tests {
         assert_eq!(c.judge().limiter, Limiter::ClientCpu);
         c.limits.client_cpu = Some(client(100.0, 0.3));
         assert_ne!(c.judge().limiter, Limiter::ClientCpu);
+    }
+
+    // Seen: one reader on a page-cached data set, on a host saturated by other work (dbio
+    // 0.07 of 2 cores, the session active 47% of the window), labelled client CPU.
+    #[test]
+    fn a_client_host_busy_with_other_work_is_not_client_cpu() {
+        let mut c = Case::storage();
+        c.sessions = 1;
+        c.device = Some(device(30.0, 2.0, 0.01, CacheControl::None));
+        c.waits = Some(waits(1.4, &[("CPU", 60.0), ("IO:DataFileRead", 30.0)]));
+        c.limits.client_cpu = Some(client(100.0, 0.07));
+        let v = c.judge();
+        assert_eq!(v.limiter, Limiter::PageCache, "{v:?}");
+        assert!(
+            v.evidence
+                .iter()
+                .any(|e| e.figure.contains("saturated by other work"))
+        );
     }
 
     #[test]
