@@ -822,6 +822,36 @@ mod tests {
     }
 
     #[test]
+    fn the_limiter_of_each_side_is_named_when_they_differ() {
+        let verdict = |limiter, line: &str| crate::limits::LimiterVerdict {
+            limiter,
+            line: line.into(),
+            evidence: Vec::new(),
+            missing: Vec::new(),
+        };
+        let mut disk = step(4, 1000.0, 0);
+        disk.limiter = Some(verdict(crate::limits::Limiter::Storage, "storage: device vda 95% busy"));
+        let mut cached = step(4, 9000.0, 0);
+        cached.limiter = Some(verdict(
+            crate::limits::Limiter::PageCache,
+            "page cache: 2% of what the database read came from storage",
+        ));
+        let c = compare(&[set("disk", vec![disk.clone()]), set("cached", vec![cached])]);
+        assert_eq!(c.limiters.len(), 1, "{:?}", c.limiters);
+        assert!(
+            c.limiters[0].contains("disk: storage: device vda")
+                && c.limiters[0].contains("cached: page cache: 2%"),
+            "{}",
+            c.limiters[0]
+        );
+        let text = c.render_text();
+        assert!(text.contains("limited by\n  step r4-w0 vs r4-w0: limited by different things"), "{text}");
+        // The same limiter on both sides says nothing.
+        let c = compare(&[set("a", vec![disk.clone()]), set("b", vec![disk])]);
+        assert!(c.limiters.is_empty());
+    }
+
+    #[test]
     fn a_run_against_itself_is_not_significant() {
         let a = set("a", vec![step(1, 1000.0, 0)]);
         let c = compare(&[a.clone(), a]);
