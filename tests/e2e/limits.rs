@@ -110,10 +110,7 @@ async fn a_throttled_device_is_capped_by_its_cgroup_and_flat_in_a_ramp_when_hidd
         line(&r)
     );
     let report = std::fs::read_to_string(out.path().join("run/report.txt")).unwrap();
-    assert!(
-        report.contains("limited by capped at 400 IOPS"),
-        "{report}"
-    );
+    assert!(report.contains("limited by capped at 400 IOPS"), "{report}");
 
     // The server may no longer read its cgroup's files (a container without them).
     std::fs::set_permissions(
@@ -140,7 +137,9 @@ async fn a_throttled_device_is_capped_by_its_cgroup_and_flat_in_a_ramp_when_hidd
     assert_exit(&dbio(&ramp), 0);
     let step = read_result(&ramp_dir.join("step-01-r1-w0"));
     assert!(step["limits"]["caps"].is_null(), "{}", step["limits"]);
-    let why = step["limits"]["null_reasons"]["caps"].as_str().unwrap_or("");
+    let why = step["limits"]["null_reasons"]["caps"]
+        .as_str()
+        .unwrap_or("");
     assert!(why.contains("may not read"), "{why}");
     let ramp: Value =
         serde_json::from_str(&std::fs::read_to_string(ramp_dir.join("ramp.json")).unwrap())
@@ -186,14 +185,27 @@ async fn a_data_set_in_the_page_cache_is_limited_by_the_page_cache() {
         r = run(
             &pg.dsn(),
             &dir,
-            &["--schemas", "1", "--scale", "8000blocks", "--readers", "1", "--run-time", "2s"],
+            &[
+                "--schemas",
+                "1",
+                "--scale",
+                "8000blocks",
+                "--readers",
+                "1",
+                "--run-time",
+                "2s",
+            ],
         );
         if table_pct(&r, "before", "page_cache_blocks") >= 90.0 {
             break;
         }
     }
     let before = table_pct(&r, "before", "page_cache_blocks");
-    assert!(before >= 90.0, "page-cache residency {before}%: {}", r["limits"]);
+    assert!(
+        before >= 90.0,
+        "page-cache residency {before}%: {}",
+        r["limits"]
+    );
     assert!(table_pct(&r, "after", "page_cache_blocks") >= 90.0);
     // shared_buffers (16 MB) holds at most a quarter of the 64 MB table.
     let sb = table_pct(&r, "after", "shared_buffers_blocks");
@@ -234,16 +246,32 @@ async fn a_direct_io_run_is_limited_by_storage() {
     let r = run(
         &pg.dsn(),
         out.path(),
-        &["--schemas", "1", "--scale", "8000blocks", "--readers", "2", "--run-time", "3s"],
+        &[
+            "--schemas",
+            "1",
+            "--scale",
+            "8000blocks",
+            "--readers",
+            "2",
+            "--run-time",
+            "3s",
+        ],
     );
     for when in ["before", "after"] {
         let pc = table_pct(&r, when, "page_cache_blocks");
-        assert!(pc <= 5.0, "page-cache residency {when} {pc}%: {}", r["limits"]);
+        assert!(
+            pc <= 5.0,
+            "page-cache residency {when} {pc}%: {}",
+            r["limits"]
+        );
     }
     assert_eq!(limiter(&r), "storage", "{}", r["limiter"]);
     let report = std::fs::read_to_string(out.path().join("report.txt")).unwrap();
     assert!(report.contains("limited by storage: device "), "{report}");
-    assert!(report.contains("physical-read ratio: at the window's start"), "{report}");
+    assert!(
+        report.contains("physical-read ratio: at the window's start"),
+        "{report}"
+    );
 }
 
 // Many readers doing one-key reads of a data set in shared_buffers saturate this host's
@@ -275,7 +303,11 @@ async fn many_readers_on_few_cores_are_limited_by_the_client_cpu() {
     let cpu = &r["limits"]["client_cpu"];
     assert!(num(cpu, &["busy_pct"]) >= 90.0, "{cpu}");
     assert_eq!(limiter(&r), "client_cpu", "{}", r["limiter"]);
-    assert!(line(&r).contains("the server waited for the client"), "{}", line(&r));
+    assert!(
+        line(&r).contains("the server waited for the client"),
+        "{}",
+        line(&r)
+    );
 }
 
 // PostgreSQL 18's index path reads one block at a time per session (synchronously, in the
@@ -326,10 +358,19 @@ async fn pg18_index_path_keeps_one_read_in_flight_per_reader() {
             o["aio"]["max_in_flight"], o["device_reads_in_flight"], o["device_queue_depth"]
         );
         // At most one read per session: no prefetch on this path.
-        assert!(db <= 1.2 * readers, "{step}: {db} reads in flight for {readers} readers");
-        assert!(aio <= 1.2 * readers, "{step}: pg_aios {aio} for {readers} readers");
+        assert!(
+            db <= 1.2 * readers,
+            "{step}: {db} reads in flight for {readers} readers"
+        );
+        assert!(
+            aio <= 1.2 * readers,
+            "{step}: pg_aios {aio} for {readers} readers"
+        );
         assert!(num(o, &["aio", "max_in_flight"]) <= readers, "{step}: {o}");
         // And the sessions spend most of their time on that read.
-        assert!(db >= 0.5 * readers, "{step}: only {db} reads in flight for {readers} readers");
+        assert!(
+            db >= 0.5 * readers,
+            "{step}: only {db} reads in flight for {readers} readers"
+        );
     }
 }

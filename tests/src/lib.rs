@@ -536,8 +536,7 @@ impl BlkioCgroup {
             root.display()
         );
         let path = root.join(format!("{name}-{}", std::process::id()));
-        std::fs::create_dir(&path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         BlkioCgroup { path }
     }
 

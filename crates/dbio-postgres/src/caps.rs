@@ -81,7 +81,8 @@ fn cgroup_dirs(mount: &CgroupMount, path: &str) -> Option<Vec<String>> {
     } else if path == root {
         ""
     } else {
-        path.strip_prefix(&format!("{root}/")).map(|_| &path[root.len()..])?
+        path.strip_prefix(&format!("{root}/"))
+            .map(|_| &path[root.len()..])?
     };
     let mp = mount.mount_point.trim_end_matches('/');
     let mut dirs = Vec::new();
@@ -227,7 +228,9 @@ const V2_KEYS: [(&str, &str); 4] = [
 /// The cgroup relative path of a directory, for the report (`/bench` of
 /// `/sys/fs/cgroup/blkio/bench`).
 fn relative(dir: &str, mount_point: &str) -> String {
-    let r = dir.strip_prefix(mount_point.trim_end_matches('/')).unwrap_or(dir);
+    let r = dir
+        .strip_prefix(mount_point.trim_end_matches('/'))
+        .unwrap_or(dir);
     if r.is_empty() { "/".into() } else { r.into() }
 }
 
@@ -247,7 +250,9 @@ impl CapsProbe {
             .map_err(|e| format!("the server's /proc/{pid}/cgroup could not be read: {e}"))?;
         let mountinfo = match access {
             HostAccess::Server => access.read(client, "/proc/self/mountinfo").await,
-            HostAccess::Local { .. } => access.read(client, &format!("/proc/{pid}/mountinfo")).await,
+            HostAccess::Local { .. } => {
+                access.read(client, &format!("/proc/{pid}/mountinfo")).await
+            }
         }
         .map_err(|e| format!("the server's mountinfo could not be read: {e}"))?;
         let diskstats = access.read(client, "/proc/diskstats").await?;
@@ -269,7 +274,11 @@ impl CapsProbe {
                      from the server; a ramp's shape still shows one"
                 ));
             }
-            _ => return Err("the server's /proc/<pid>/cgroup names no blkio or unified cgroup".into()),
+            _ => {
+                return Err(
+                    "the server's /proc/<pid>/cgroup names no blkio or unified cgroup".into(),
+                );
+            }
         };
         let dirs = cgroup_dirs(mount, &path).ok_or_else(|| {
             format!(
@@ -287,7 +296,8 @@ impl CapsProbe {
                 mount.mount_point,
                 match access {
                     HostAccess::Server => "read through the connection (pg_read_file)".to_string(),
-                    HostAccess::Local { .. } => "read on this host (server proven local)".to_string(),
+                    HostAccess::Local { .. } =>
+                        "read on this host (server proven local)".to_string(),
                 }
             ),
             limits: Vec::new(),
@@ -299,7 +309,9 @@ impl CapsProbe {
                 device.name, device.major, device.minor, disk.name, probe.device
             ));
         }
-        probe.read_limits(client, access, &mount.mount_point).await?;
+        probe
+            .read_limits(client, access, &mount.mount_point)
+            .await?;
         Ok(probe)
     }
 
@@ -322,7 +334,10 @@ impl CapsProbe {
                 let text = match access.read(client, &file).await {
                     Ok(t) => t,
                     // cgroup v2's root has no io.max: no limit can be set there.
-                    Err(e) if e.contains("No such file") && *dir == mount_point.trim_end_matches('/') => {
+                    Err(e)
+                        if e.contains("No such file")
+                            && *dir == mount_point.trim_end_matches('/') =>
+                    {
                         continue;
                     }
                     // The server's own cgroup decides: without its files the limits are unknown.
@@ -390,7 +405,10 @@ impl CapsProbe {
         match self.version {
             Version::V1 => {
                 let mut text = access
-                    .read(client, &format!("{dir}/blkio.throttle.io_serviced_recursive"))
+                    .read(
+                        client,
+                        &format!("{dir}/blkio.throttle.io_serviced_recursive"),
+                    )
                     .await;
                 if text.is_err() {
                     text = access

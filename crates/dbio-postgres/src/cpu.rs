@@ -52,8 +52,8 @@ impl CpuProbe {
             .read(client, &format!("/proc/{pid}/stat"))
             .await
             .map_err(|e| format!("the server's /proc/{pid}/stat could not be read: {e}"))?;
-        let (postmaster, _, _) = parse_pid_stat(&text)
-            .ok_or_else(|| format!("/proc/{pid}/stat could not be parsed"))?;
+        let (postmaster, _, _) =
+            parse_pid_stat(&text).ok_or_else(|| format!("/proc/{pid}/stat could not be parsed"))?;
         Ok(CpuProbe {
             access: access.clone(),
             postmaster,
@@ -72,7 +72,11 @@ impl CpuProbe {
             .filter(|p| *p != self.postmaster)
             .collect();
         let read = |pid: i32| async move {
-            let text = self.access.read(client, &format!("/proc/{pid}/stat")).await.ok()?;
+            let text = self
+                .access
+                .read(client, &format!("/proc/{pid}/stat"))
+                .await
+                .ok()?;
             parse_pid_stat(&text)
         };
         let (_, own, reaped) = read(self.postmaster).await?;
@@ -134,7 +138,8 @@ impl CpuProbe {
         )?;
         if cpu_s.is_none() {
             c.notes.push(
-                "the server's processes' CPU is null: their /proc/<pid>/stat could not be read".into(),
+                "the server's processes' CPU is null: their /proc/<pid>/stat could not be read"
+                    .into(),
             );
         }
         Some(c)

@@ -144,7 +144,11 @@ pub struct ResidencyProbe {
 pub type Reading = Vec<CacheCounts>;
 
 /// Installs pg_buffercache when it is missing and the role may; Err: why it cannot be read.
-async fn buffercache(client: &Client, superuser: bool, notes: &mut Vec<String>) -> Result<(), String> {
+async fn buffercache(
+    client: &Client,
+    superuser: bool,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
     let installed = client
         .query_opt(sql::EXTENSION_INSTALLED, &[&"pg_buffercache"])
         .await
@@ -324,7 +328,10 @@ impl ResidencyProbe {
                 Err(e) => return Err(format!("cachestat(2) on {}: {e}", path.display())),
             };
             let bitmap = if counted.is_none() || sb_blocks.is_some() {
-                Some(mincore_pages(&file, len).map_err(|e| format!("mincore(2) on {}: {e}", path.display()))?)
+                Some(
+                    mincore_pages(&file, len)
+                        .map_err(|e| format!("mincore(2) on {}: {e}", path.display()))?,
+                )
             } else {
                 None
             };
@@ -391,7 +398,9 @@ impl ResidencyProbe {
         }
         let mut out = Vec::new();
         for rel in &self.rels {
-            let blocks = sb.as_ref().map(|m| m.get(&rel.filenode).cloned().unwrap_or_default());
+            let blocks = sb
+                .as_ref()
+                .map(|m| m.get(&rel.filenode).cloned().unwrap_or_default());
             let mut c = CacheCounts {
                 shared_buffers_blocks: blocks.as_ref().map(|b| b.len() as u64),
                 ..CacheCounts::default()
@@ -411,7 +420,10 @@ impl ResidencyProbe {
                     }
                 }
                 Some(PageCache::Pgfincore) => {
-                    match client.query_one(sql::PGFINCORE_BYTES, &[&rel.regclass]).await {
+                    match client
+                        .query_one(sql::PGFINCORE_BYTES, &[&rel.regclass])
+                        .await
+                    {
                         Ok(r) => {
                             c.page_cache_blocks = r
                                 .try_get::<_, i64>(0)
@@ -437,7 +449,12 @@ impl ResidencyProbe {
     }
 
     /// The residency between the readings before and after the window.
-    pub fn residency(&self, before: &Reading, after: &Reading, mut notes: Vec<String>) -> Residency {
+    pub fn residency(
+        &self,
+        before: &Reading,
+        after: &Reading,
+        mut notes: Vec<String>,
+    ) -> Residency {
         let mut all = self.notes.clone();
         for n in notes.drain(..) {
             if !all.contains(&n) {
@@ -446,9 +463,9 @@ impl ResidencyProbe {
         }
         let counter = self.local_counter.lock().ok().and_then(|c| *c);
         Residency {
-            shared_buffers_source: self
-                .buffercache
-                .then(|| "pg_buffercache (this database's buffers of each relation's main fork)".to_string()),
+            shared_buffers_source: self.buffercache.then(|| {
+                "pg_buffercache (this database's buffers of each relation's main fork)".to_string()
+            }),
             page_cache_source: match &self.page_cache {
                 Some(PageCache::Local(dir)) => Some(format!(
                     "{} on the relations' files under {} (server proven local)",
@@ -459,7 +476,9 @@ impl ResidencyProbe {
                 None => None,
             },
             both_source: (self.buffercache && matches!(self.page_cache, Some(PageCache::Local(_))))
-                .then(|| "pg_buffercache's block numbers against mincore(2)'s page bitmap".to_string()),
+                .then(|| {
+                    "pg_buffercache's block numbers against mincore(2)'s page bitmap".to_string()
+                }),
             block_size: self.block_size,
             relations: self
                 .rels

@@ -454,9 +454,9 @@ async fn verify_plan(
             .remove(sql::INDEX_PREFETCH)
             .flatten()
             .map(|v| match path {
-                ReadPath::Index => format!(
-                    "off (pinned by dbio for read_path index; the server's setting is {v})"
-                ),
+                ReadPath::Index => {
+                    format!("off (pinned by dbio for read_path index; the server's setting is {v})")
+                }
                 ReadPath::Bitmap => v,
             }),
     })

@@ -10,10 +10,10 @@ use crate::backend::{Backend, BackendError, ServerFacts, WindowCollector, Window
 use crate::config::SessionLoop;
 use crate::driver::{drive, drive_loops};
 use crate::interrupt::Interrupts;
+use crate::limits::{self, ClientCpu, CpuReading, Limits};
 use crate::output;
 use crate::plan::RunPlan;
 use crate::result::{RunContext, RunResult, SessionTls, TargetResult};
-use crate::limits::{self, ClientCpu, CpuReading, Limits};
 use crate::stats::dbstats::CalibrationCompare;
 
 use super::publish::{Output, progress_line, publish};

@@ -113,9 +113,7 @@ impl ClientCpu {
             cores: per_core.len() as u32,
             busy_pct: busy,
             per_core_busy_pct: per_core,
-            dbio_cores: dbio_cpu_s
-                .filter(|_| seconds > 0.0)
-                .map(|c| c / seconds),
+            dbio_cores: dbio_cpu_s.filter(|_| seconds > 0.0).map(|c| c / seconds),
             saturated: busy >= SATURATED_PCT,
         })
     }
@@ -155,9 +153,7 @@ impl ServerCpu {
             cores: per_core.len() as u32,
             busy_pct: busy,
             per_core_busy_pct: per_core,
-            server_cores: server_cpu_s
-                .filter(|_| seconds > 0.0)
-                .map(|c| c / seconds),
+            server_cores: server_cpu_s.filter(|_| seconds > 0.0).map(|c| c / seconds),
             saturated: busy >= SATURATED_PCT,
             notes: Vec::new(),
         })

@@ -131,7 +131,10 @@ fn flat_in(steps: &mut [StepSummary], idx: &[usize]) -> Option<String> {
         // A cap a step's own figures named (its cgroup's limit, read) is said better than a
         // guess from the shape.
         if s.limiter.as_ref().is_some_and(|v| {
-            v.limiter == Limiter::Cap && v.evidence.iter().any(|e| e.source.starts_with("limits.caps"))
+            v.limiter == Limiter::Cap
+                && v.evidence
+                    .iter()
+                    .any(|e| e.source.starts_with("limits.caps"))
         }) {
             continue;
         }
@@ -271,10 +274,11 @@ mod tests {
         assert!(lines[0].contains("from r4-w0 to r16-w0"), "{}", lines[0]);
         assert_eq!(steps[0].limiter.as_ref().unwrap().limiter, Limiter::Storage);
         // The same shape on a saturated client says nothing of the storage.
-        let mut cpu: Vec<StepSummary> = [(1, 3000.0, 300.0), (2, 3050.0, 600.0), (4, 3020.0, 1200.0)]
-            .iter()
-            .map(|(r, i, l)| step(*r, *i, *l, Limiter::ClientCpu))
-            .collect();
+        let mut cpu: Vec<StepSummary> =
+            [(1, 3000.0, 300.0), (2, 3050.0, 600.0), (4, 3020.0, 1200.0)]
+                .iter()
+                .map(|(r, i, l)| step(*r, *i, *l, Limiter::ClientCpu))
+                .collect();
         assert!(judge_ramp(&mut cpu).is_empty());
     }
 }

@@ -346,7 +346,11 @@ pub fn judge_result(r: &mut crate::result::RunResult) {
         r.limiter = Some(own);
         return;
     }
-    let each: Vec<&LimiterVerdict> = r.targets.iter().filter_map(|t| t.limiter.as_ref()).collect();
+    let each: Vec<&LimiterVerdict> = r
+        .targets
+        .iter()
+        .filter_map(|t| t.limiter.as_ref())
+        .collect();
     let Some(first) = each.first() else {
         r.limiter = Some(own);
         return;

@@ -165,7 +165,11 @@ fn is_cpu(event: &str) -> bool {
 /// A wait for a read from a data file: PostgreSQL's IO class read events (18+: the AIO
 /// completion waits stand for reads), Oracle's User I/O reads.
 fn is_read_wait(event: &str) -> bool {
-    let name = event.rsplit(':').next().unwrap_or(event).to_ascii_lowercase();
+    let name = event
+        .rsplit(':')
+        .next()
+        .unwrap_or(event)
+        .to_ascii_lowercase();
     matches!(class(event), "IO" | "User I/O" | "System I/O")
         && (name.contains("read") || name.starts_with("aioio"))
 }
@@ -383,7 +387,9 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
         }
         let cores = c.cores.max(1) as f64;
         let waited_for_client = match active {
-            Some(a) => a < ACTIVE_SHARE && c.dbio_cores.is_some_and(|d| d >= DBIO_CPU_SHARE * cores),
+            Some(a) => {
+                a < ACTIVE_SHARE && c.dbio_cores.is_some_and(|d| d >= DBIO_CPU_SHARE * cores)
+            }
             None => c.dbio_cores.is_some_and(|d| d >= 0.5 * cores),
         };
         if c.saturated && !waited_for_client {
@@ -488,15 +494,18 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
                 "{:.0}% of what the database read came from storage, and the page cache held {p:.0}% of the data set at the window's start",
                 100.0 * r
             ),
-            (Some(r), None) => format!("{:.0}% of what the database read came from storage", 100.0 * r),
-            (None, Some(p)) => format!("the page cache held {p:.0}% of the data set at the window's start"),
+            (Some(r), None) => format!(
+                "{:.0}% of what the database read came from storage",
+                100.0 * r
+            ),
+            (None, Some(p)) => {
+                format!("the page cache held {p:.0}% of the data set at the window's start")
+            }
             (None, None) => String::new(),
         };
         return LimiterVerdict {
             limiter: Limiter::PageCache,
-            line: format!(
-                "page cache: {how}: the {reads:.0} reads/s describe memory, not storage"
-            ),
+            line: format!("page cache: {how}: the {reads:.0} reads/s describe memory, not storage"),
             evidence,
             missing,
         };
@@ -577,7 +586,9 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
             "limits.outstanding.device_reads_in_flight",
         ));
     }
-    let waited = read_waits.as_ref().is_some_and(|(p, _)| *p >= READ_WAIT_PCT)
+    let waited = read_waits
+        .as_ref()
+        .is_some_and(|(p, _)| *p >= READ_WAIT_PCT)
         || busy.is_some_and(|b| b >= DEVICE_BUSY_PCT)
         || in_flight.is_some_and(|f| f >= 0.5 * sessions);
     if physical && reads > 0.0 && waited {
@@ -856,7 +867,11 @@ mod tests {
         c.waits = Some(waits(9.8, &[("IO:DataFileRead", 97.0)]));
         let v = c.judge();
         assert_eq!(v.limiter, Limiter::Cap, "{v:?}");
-        assert!(v.line.starts_with("queued before the device: a limit?"), "{}", v.line);
+        assert!(
+            v.line.starts_with("queued before the device: a limit?"),
+            "{}",
+            v.line
+        );
         // On a saturated server host the wait may be for a CPU after the read: no claim.
         c.limits.server_cpu = Some(server(100.0));
         assert_eq!(c.judge().limiter, Limiter::Storage);
@@ -921,7 +936,10 @@ mod tests {
         let v = c.judge();
         assert_eq!(v.limiter, Limiter::SharedBuffers);
         assert!(v.line.starts_with("shared_buffers: 100.0%"), "{}", v.line);
-        assert_eq!(Limiter::SharedBuffers.name(Database::Oracle), "buffer cache");
+        assert_eq!(
+            Limiter::SharedBuffers.name(Database::Oracle),
+            "buffer cache"
+        );
     }
 
     #[test]

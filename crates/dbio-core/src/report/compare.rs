@@ -830,7 +830,10 @@ mod tests {
             missing: Vec::new(),
         };
         let mut disk = step(4, 1000.0, 0);
-        disk.limiter = Some(verdict(crate::limits::Limiter::Storage, "storage: device vda 95% busy"));
+        disk.limiter = Some(verdict(
+            crate::limits::Limiter::Storage,
+            "storage: device vda 95% busy",
+        ));
         let mut cached = step(4, 9000.0, 0);
         cached.limiter = Some(verdict(
             crate::limits::Limiter::PageCache,
@@ -845,7 +848,10 @@ mod tests {
             c.limiters[0]
         );
         let text = c.render_text();
-        assert!(text.contains("limited by\n  step r4-w0 vs r4-w0: limited by different things"), "{text}");
+        assert!(
+            text.contains("limited by\n  step r4-w0 vs r4-w0: limited by different things"),
+            "{text}"
+        );
         // The same limiter on both sides says nothing.
         let c = compare(&[set("a", vec![disk.clone()]), set("b", vec![disk])]);
         assert!(c.limiters.is_empty());

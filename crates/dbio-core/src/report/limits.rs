@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::config::Database;
-use crate::limits::{CacheCounts, Limits, LimiterVerdict, RelationKind, Residency};
+use crate::limits::{CacheCounts, LimiterVerdict, Limits, RelationKind, Residency};
 use crate::stats::dbstats::{DeviceMetrics, HostMetrics};
 
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -189,15 +189,16 @@ fn residency(
         "    {:<24} {:<6} {:>9}  {:<25} {:<25} {:<25}",
         "relation", "kind", "blocks", cache, "page cache", "both"
     );
-    let line = |o: &mut String, name: &str, kind: &str, blocks: u64, b: &CacheCounts, a: &CacheCounts| {
-        let _ = writeln!(
-            o,
-            "    {name:<24} {kind:<6} {blocks:>9}  {:<25} {:<25} {:<25}",
-            before_after(b.shared_buffers_blocks, a.shared_buffers_blocks, blocks),
-            before_after(b.page_cache_blocks, a.page_cache_blocks, blocks),
-            before_after(b.both_blocks, a.both_blocks, blocks)
-        );
-    };
+    let line =
+        |o: &mut String, name: &str, kind: &str, blocks: u64, b: &CacheCounts, a: &CacheCounts| {
+            let _ = writeln!(
+                o,
+                "    {name:<24} {kind:<6} {blocks:>9}  {:<25} {:<25} {:<25}",
+                before_after(b.shared_buffers_blocks, a.shared_buffers_blocks, blocks),
+                before_after(b.page_cache_blocks, a.page_cache_blocks, blocks),
+                before_after(b.both_blocks, a.both_blocks, blocks)
+            );
+        };
     for rel in &r.relations {
         line(
             o,
@@ -232,7 +233,10 @@ fn residency(
             opt(e, 2)
         )
     };
-    let (start, end) = (r.expected_physical_ratio(), r.expected_physical_ratio_after());
+    let (start, end) = (
+        r.expected_physical_ratio(),
+        r.expected_physical_ratio_after(),
+    );
     if start.is_some() || end.is_some() {
         let measured: Vec<String> = [
             device

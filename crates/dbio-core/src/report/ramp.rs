@@ -259,7 +259,10 @@ pub fn ramp_txt(r: &RampResult) -> String {
          in flight = reads in flight at the device by Little's law (device reads/s x read wait), beside the readers."
     );
     if r.steps.iter().any(|s| s.limiter.is_some()) {
-        let _ = writeln!(o, "Limited by (each step's verdict; its figures are in the step's result.json):");
+        let _ = writeln!(
+            o,
+            "Limited by (each step's verdict; its figures are in the step's result.json):"
+        );
         for s in &r.steps {
             if let Some(v) = &s.limiter {
                 let _ = writeln!(o, "  {:<12} {}", s.step, v.line);

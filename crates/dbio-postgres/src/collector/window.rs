@@ -10,20 +10,20 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dbio_core::limits::{AioSamples, Limits, OutstandingIo};
 use dbio_core::stats::dbstats::{
     CacheControl, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
     host_cache_warnings,
 };
-use dbio_core::limits::{AioSamples, Limits, OutstandingIo};
 use dbio_core::stats::device::{self, Device, DiskCounters};
 use tokio_postgres::Client;
 
 use super::metrics::{IoTiming, metrics, warnings};
 use super::snapshot::{Snapshot, pgss_available, take_snapshot};
-use crate::conn::Target;
-use crate::error::Result;
 use crate::caps::{CapCounters, CapsProbe};
+use crate::conn::Target;
 use crate::cpu::{CpuProbe, CpuSnapshot};
+use crate::error::Result;
 use crate::host::{self, CpuTicks, HostAccess, IoCounts};
 use crate::residency::{Reading, ResidencyProbe};
 use crate::rights::RoleRights;
@@ -118,9 +118,9 @@ impl LimitProbes {
         let mut p = LimitProbes::default();
         let local = match data_dir {
             Some(d) => host::proven_local(client, d).await.map(|_| d.to_path_buf()),
-            None => Err(
-                "the role may not read data_directory (GRANT pg_read_all_settings)".to_string(),
-            ),
+            None => {
+                Err("the role may not read data_directory (GRANT pg_read_all_settings)".to_string())
+            }
         };
         match ResidencyProbe::prepare(client, &opts.schemas, opts.block_size, superuser, local)
             .await
@@ -155,7 +155,8 @@ impl LimitProbes {
             None => {
                 p.null_reasons.insert(
                     "caps".into(),
-                    "the device under the data set is not known (see the device figures' note)".into(),
+                    "the device under the data set is not known (see the device figures' note)"
+                        .into(),
                 );
             }
         }
@@ -251,7 +252,14 @@ impl WindowCollector {
             .map(PathBuf::from);
         let (access, device) = match opts.scope {
             Scope::Server => {
-                locate(&client, &opts, rights.as_ref(), data_dir.clone(), &mut notes).await
+                locate(
+                    &client,
+                    &opts,
+                    rights.as_ref(),
+                    data_dir.clone(),
+                    &mut notes,
+                )
+                .await
             }
             Scope::Sessions => {
                 let mut why_not = Vec::new();
@@ -521,7 +529,14 @@ impl WindowCollector {
                         "device and host figures are null: the server did not answer their reading within {} s",
                         AFTER_SNAPSHOT_TIMEOUT.as_secs()
                     ));
-                    (None, BTreeMap::new(), None, None, CapCounters::default(), None)
+                    (
+                        None,
+                        BTreeMap::new(),
+                        None,
+                        None,
+                        CapCounters::default(),
+                        None,
+                    )
                 }
             };
         samples.pid_io.record(&io_after);
