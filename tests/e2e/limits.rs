@@ -227,6 +227,64 @@ async fn a_data_set_in_the_page_cache_is_limited_by_the_page_cache() {
     );
 }
 
+// A server on another host (its own mount namespace: its files are not on this one): the
+// page-cache residency comes from pgfincore on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    dbio_missing_root,
+    ignore = "needs root (loop device, mount namespace)"
+)]
+#[cfg_attr(
+    dbio_missing_pgfincore,
+    ignore = "needs pgfincore (postgresql-15-pgfincore): scripts/test.sh installs it"
+)]
+async fn a_remote_servers_page_cache_is_read_through_pgfincore() {
+    require_root("a loop device in a mount namespace needs root");
+    let mut server = NamespacedServer::start();
+    server.learn_postmaster().await;
+    let (c, conn) = tokio_postgres::connect(&server.dsn, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    c.batch_execute("CREATE EXTENSION pgfincore").await.unwrap();
+    let data = ["--schemas", "1", "--scale", "4000blocks"];
+    let mut setup = vec!["setup", "--dsn", server.dsn.as_str(), "-q"];
+    setup.extend(data);
+    assert_exit(&dbio(&setup), 0);
+    let out = tempfile::tempdir().unwrap();
+    let mut r = Value::Null;
+    for attempt in 1..=3 {
+        // A sequential scan reads the table through the page cache.
+        c.batch_execute("SELECT sum(length(c2)) FROM user1.cf1")
+            .await
+            .unwrap();
+        let mut args = vec!["--readers", "1", "--run-time", "2s"];
+        args.extend(data);
+        r = run(
+            &server.dsn,
+            &out.path().join(format!("run{attempt}")),
+            &args,
+        );
+        if table_pct(&r, "before", "page_cache_blocks") >= 90.0 {
+            break;
+        }
+    }
+    let residency = &r["limits"]["residency"];
+    assert_eq!(
+        residency["page_cache_source"], "pgfincore (on the server)",
+        "{residency}"
+    );
+    let before = table_pct(&r, "before", "page_cache_blocks");
+    assert!(
+        before >= 90.0,
+        "page-cache residency {before}%: {residency}"
+    );
+    assert!(residency["both_source"].is_null(), "{residency}");
+    assert_eq!(limiter(&r), "page_cache", "{}", r["limiter"]);
+}
+
 // A direct-I/O run: nothing of the data set is in the page cache and the sessions wait on
 // the device.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

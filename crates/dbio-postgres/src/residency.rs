@@ -252,6 +252,11 @@ impl ResidencyProbe {
                     .flatten()
                     .is_some();
                 if fincore {
+                    notes.push(
+                        "blocks in both caches are null: they need the files' page bitmap against pg_buffercache's \
+                         block numbers, read on the server's host (a server proven to run on this one)"
+                            .into(),
+                    );
                     Some(PageCache::Pgfincore)
                 } else {
                     notes.push(format!(

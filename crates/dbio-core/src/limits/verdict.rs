@@ -489,18 +489,27 @@ pub fn judge(i: &Inputs) -> LimiterVerdict {
     };
     let reads = i.db.map(|d| d.read_iops).unwrap_or(0.0);
     if cached && reads > 0.0 {
+        let end_pct = residency.and_then(|r| {
+            let t = r.totals(None);
+            t.pct(t.after.page_cache_blocks)
+        });
+        let held = |p: f64| match end_pct {
+            Some(e) if (e - p).abs() >= 20.0 => format!(
+                "the page cache held {p:.0}% of the data set at the window's start and {e:.0}% at its end"
+            ),
+            _ => format!("the page cache held {p:.0}% of the data set at the window's start"),
+        };
         let how = match (ratio, page_cache_pct) {
             (Some(r), Some(p)) => format!(
-                "{:.0}% of what the database read came from storage, and the page cache held {p:.0}% of the data set at the window's start",
-                100.0 * r
+                "{:.0}% of what the database read came from storage, and {}",
+                100.0 * r,
+                held(p)
             ),
             (Some(r), None) => format!(
                 "{:.0}% of what the database read came from storage",
                 100.0 * r
             ),
-            (None, Some(p)) => {
-                format!("the page cache held {p:.0}% of the data set at the window's start")
-            }
+            (None, Some(p)) => held(p),
             (None, None) => String::new(),
         };
         return LimiterVerdict {
