@@ -125,7 +125,8 @@ struct Rel {
 enum PageCache {
     /// The server's files on this host, under its data directory.
     Local(PathBuf),
-    Pgfincore,
+    /// pgfincore, installed in this schema.
+    Pgfincore(String),
 }
 
 /// Everything residency needs, found before the window.
@@ -133,7 +134,8 @@ pub struct ResidencyProbe {
     rels: Vec<Rel>,
     block_size: u64,
     segment_blocks: u64,
-    buffercache: bool,
+    /// pg_buffercache's schema, when it can be read.
+    buffercache: Option<String>,
     page_cache: Option<PageCache>,
     /// Which call counts local pages (`cachestat(2)`, or `mincore(2)` on older kernels).
     local_counter: std::sync::Mutex<Option<&'static str>>,
@@ -143,19 +145,24 @@ pub struct ResidencyProbe {
 /// Counts at one moment, per relation (in the probe's order).
 pub type Reading = Vec<CacheCounts>;
 
-/// Installs pg_buffercache when it is missing and the role may; Err: why it cannot be read.
+/// The schema of an installed extension, or None.
+async fn extension_schema(client: &Client, name: &str) -> Result<Option<String>, String> {
+    let row = client
+        .query_opt(sql::EXTENSION_INSTALLED, &[&name])
+        .await
+        .map_err(|e| db_message(&e))?;
+    Ok(row.and_then(|r| r.try_get(0).ok()))
+}
+
+/// pg_buffercache's schema, installing it when it is missing and the role may; Err: why it
+/// cannot be read.
 async fn buffercache(
     client: &Client,
     superuser: bool,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
-    let installed = client
-        .query_opt(sql::EXTENSION_INSTALLED, &[&"pg_buffercache"])
-        .await
-        .map_err(|e| db_message(&e))?
-        .is_some();
-    if installed {
-        return Ok(());
+) -> Result<String, String> {
+    if let Some(schema) = extension_schema(client, "pg_buffercache").await? {
+        return Ok(schema);
     }
     let available = client
         .query_opt(sql::EXTENSION_AVAILABLE, &[&"pg_buffercache"])
@@ -185,10 +192,10 @@ async fn buffercache(
         .and_then(|r| r.try_get(0).ok())
         .unwrap_or_default();
     notes.push(format!(
-        "dbio installed pg_buffercache in database {db} to read shared_buffers residency (CREATE EXTENSION \
-         pg_buffercache); DROP EXTENSION pg_buffercache removes it"
+        "dbio installed pg_buffercache in database {db}, schema public, to read shared_buffers residency \
+         (CREATE EXTENSION pg_buffercache); DROP EXTENSION pg_buffercache removes it"
     ));
-    Ok(())
+    Ok("public".to_string())
 }
 
 impl ResidencyProbe {
@@ -236,28 +243,23 @@ impl ResidencyProbe {
             .unwrap_or(131_072);
         let mut notes = Vec::new();
         let buffercache = match buffercache(client, superuser, &mut notes).await {
-            Ok(()) => true,
+            Ok(schema) => Some(schema),
             Err(why) => {
                 notes.push(format!("shared_buffers residency is null: {why}"));
-                false
+                None
             }
         };
         let page_cache = match local_data_dir {
             Ok(dir) => Some(PageCache::Local(dir)),
             Err(not_local) => {
-                let fincore = client
-                    .query_opt(sql::EXTENSION_INSTALLED, &[&"pgfincore"])
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some();
-                if fincore {
+                let fincore = extension_schema(client, "pgfincore").await.ok().flatten();
+                if let Some(schema) = fincore {
                     notes.push(
                         "blocks in both caches are null: they need the files' page bitmap against pg_buffercache's \
                          block numbers, read on the server's host (a server proven to run on this one)"
                             .into(),
                     );
-                    Some(PageCache::Pgfincore)
+                    Some(PageCache::Pgfincore(schema))
                 } else {
                     notes.push(format!(
                         "page-cache residency is null: the server's files are not on this host ({not_local}) and \
@@ -381,8 +383,11 @@ impl ResidencyProbe {
     pub async fn read(&self, client: &Client, notes: &mut Vec<String>) -> Reading {
         let filenodes: Vec<i64> = self.rels.iter().map(|r| r.filenode).collect();
         let mut sb: Option<std::collections::BTreeMap<i64, Vec<i64>>> = None;
-        if self.buffercache {
-            match client.query(sql::BUFFERCACHE_BLOCKS, &[&filenodes]).await {
+        if let Some(schema) = &self.buffercache {
+            match client
+                .query(&sql::buffercache_blocks(schema), &[&filenodes])
+                .await
+            {
                 Ok(rows) => {
                     let mut m = std::collections::BTreeMap::new();
                     for r in rows {
@@ -424,9 +429,9 @@ impl ResidencyProbe {
                         }
                     }
                 }
-                Some(PageCache::Pgfincore) => {
+                Some(PageCache::Pgfincore(schema)) => {
                     match client
-                        .query_one(sql::PGFINCORE_BYTES, &[&rel.regclass])
+                        .query_one(&sql::pgfincore_bytes(schema), &[&rel.regclass])
                         .await
                     {
                         Ok(r) => {
@@ -468,7 +473,7 @@ impl ResidencyProbe {
         }
         let counter = self.local_counter.lock().ok().and_then(|c| *c);
         Residency {
-            shared_buffers_source: self.buffercache.then(|| {
+            shared_buffers_source: self.buffercache.is_some().then(|| {
                 "pg_buffercache (this database's buffers of each relation's main fork)".to_string()
             }),
             page_cache_source: match &self.page_cache {
@@ -477,13 +482,12 @@ impl ResidencyProbe {
                     counter.unwrap_or("cachestat(2)"),
                     dir.display()
                 )),
-                Some(PageCache::Pgfincore) => Some("pgfincore (on the server)".to_string()),
+                Some(PageCache::Pgfincore(_)) => Some("pgfincore (on the server)".to_string()),
                 None => None,
             },
-            both_source: (self.buffercache && matches!(self.page_cache, Some(PageCache::Local(_))))
-                .then(|| {
-                    "pg_buffercache's block numbers against mincore(2)'s page bitmap".to_string()
-                }),
+            both_source: (self.buffercache.is_some()
+                && matches!(self.page_cache, Some(PageCache::Local(_))))
+            .then(|| "pg_buffercache's block numbers against mincore(2)'s page bitmap".to_string()),
             block_size: self.block_size,
             relations: self
                 .rels

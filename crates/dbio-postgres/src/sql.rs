@@ -649,25 +649,38 @@ pub fn residency_relations() -> String {
 pub const SEGMENT_BLOCKS: &str =
     "SELECT setting::bigint FROM pg_settings WHERE name = 'segment_size'";
 
-/// An extension installed in this database (`$1` its name).
-pub const EXTENSION_INSTALLED: &str = "SELECT 1 FROM pg_extension WHERE extname = $1";
+/// The schema of an extension installed in this database (`$1` its name).
+pub const EXTENSION_INSTALLED: &str = "SELECT n.nspname::text FROM pg_extension e \
+     JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1";
 
 /// An extension the server can install (`$1` its name).
 pub const EXTENSION_AVAILABLE: &str = "SELECT 1 FROM pg_available_extensions WHERE name = $1";
 
-pub const CREATE_BUFFERCACHE: &str = "CREATE EXTENSION IF NOT EXISTS pg_buffercache";
+/// In schema public, never in a schema of dbio's data set (whatever the search_path), so that
+/// teardown never meets it there.
+pub const CREATE_BUFFERCACHE: &str = "CREATE EXTENSION IF NOT EXISTS pg_buffercache SCHEMA public";
 
 /// The block numbers in shared_buffers of each main fork of `$1` (filenodes) in this
-/// database.
-pub const BUFFERCACHE_BLOCKS: &str = "SELECT b.relfilenode::bigint, array_agg(b.relblocknumber::bigint) \
-     FROM pg_buffercache b \
-     WHERE b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-       AND b.relforknumber = 0 AND b.relfilenode::bigint = ANY($1::bigint[]) \
-     GROUP BY 1";
+/// database; pg_buffercache installed in `schema`.
+pub fn buffercache_blocks(schema: &str) -> String {
+    format!(
+        "SELECT b.relfilenode::bigint, array_agg(b.relblocknumber::bigint) \
+         FROM {}.pg_buffercache b \
+         WHERE b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND b.relforknumber = 0 AND b.relfilenode::bigint = ANY($1::bigint[]) \
+         GROUP BY 1",
+        quote_ident(schema)
+    )
+}
 
-/// Bytes of a relation (`$1`, regclass text) in the server host's page cache, by pgfincore.
-pub const PGFINCORE_BYTES: &str =
-    "SELECT coalesce(sum(pages_mem * os_page_size), 0)::bigint FROM pgfincore($1::text::regclass)";
+/// Bytes of a relation (`$1`, regclass text) in the server host's page cache, by pgfincore
+/// installed in `schema`.
+pub fn pgfincore_bytes(schema: &str) -> String {
+    format!(
+        "SELECT coalesce(sum(pages_mem * os_page_size), 0)::bigint FROM {}.pgfincore($1::text::regclass)",
+        quote_ident(schema)
+    )
+}
 
 /// Every server process pg_stat_activity lists (backends and auxiliary processes).
 pub const SERVER_PIDS: &str = "SELECT pid FROM pg_stat_activity";
