@@ -184,7 +184,11 @@ fn db_time_pct(waits: &WaitProfile, keep: fn(&str) -> bool) -> Option<(f64, Stri
     if waits.db_time_s <= 0.0 {
         return None;
     }
-    let pct = rows.iter().filter_map(|r| r.pct_db_time).sum::<f64>();
+    // fold from 0.0: a float sum of nothing is -0.0.
+    let pct = rows
+        .iter()
+        .filter_map(|r| r.pct_db_time)
+        .fold(0.0, |a, b| a + b);
     let top = rows
         .iter()
         .max_by(|a, b| a.time_s.total_cmp(&b.time_s))
