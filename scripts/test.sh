@@ -14,6 +14,8 @@ ensure_debs openssl openssl
 ensure_debs /usr/lib/postgresql/15/bin/psql postgresql-client-15
 ensure_debs e2fsck e2fsprogs
 ensure_debs swapon util-linux
+# pgfincore: the page-cache residency of a server on another host (tests/e2e/limits.rs).
+ensure_debs /usr/share/postgresql/15/extension/pgfincore.control postgresql-15-pgfincore
 for major in 13 14 16 17 18; do
     ensure_pg_npm "$major"
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"

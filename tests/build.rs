@@ -33,6 +33,7 @@ fn main() {
     }
     probes.push(("dev_shm".into(), Path::new("/dev/shm").is_dir()));
     probes.push(("block_device".into(), has_block_device()));
+    probes.push(("pgfincore".into(), has_pgfincore()));
 
     for (name, present) in probes {
         println!("cargo::rustc-check-cfg=cfg(dbio_missing_{name})");
@@ -66,6 +67,16 @@ fn is_root() -> bool {
                 .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
         })
         .unwrap_or(false)
+}
+
+/// pgfincore for a Debian PostgreSQL server (postgresql-NN-pgfincore; scripts/test.sh
+/// installs it for 15).
+fn has_pgfincore() -> bool {
+    std::fs::read_dir("/usr/share/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("extension/pgfincore.control").is_file())
 }
 
 fn has_block_device() -> bool {

@@ -365,6 +365,11 @@ mod tests {
             warnings: vec![],
             stalled_ops: 0,
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 
