@@ -18,7 +18,8 @@ if [ ! -x "$work/venv/bin/otava" ]; then
     "$work/venv/bin/pip" install -q 'apache-otava==0.8.0'
 fi
 
-cargo build --release -p dbio-cli -p dbio-core --example history_alarms
+cargo build --release -p dbio-cli --bin dbio
+cargo build --release -p dbio-core --example history_alarms
 dbio=target/release/dbio
 
 template=${DBIO_TEMPLATE:-}

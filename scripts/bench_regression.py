@@ -108,6 +108,7 @@ def template_docs(template, values, label, work):
     with open(template) as f:
         base = json.load(f)
     paths = []
+    os.makedirs(work, exist_ok=True)
     start = datetime.datetime(2026, 1, 1, 2, 0, tzinfo=datetime.timezone.utc)
     ops0 = base["client"]["ops_per_s"] or 1.0
     for i, v in enumerate(values):

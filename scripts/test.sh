@@ -15,6 +15,8 @@ ensure_debs openssl openssl
 ensure_debs /usr/lib/postgresql/15/bin/psql postgresql-client-15
 ensure_debs e2fsck e2fsprogs
 ensure_debs swapon util-linux
+# pgfincore: the page-cache residency of a server on another host (tests/e2e/limits.rs).
+ensure_debs /usr/share/postgresql/15/extension/pgfincore.control postgresql-15-pgfincore
 # The container tests: podman with runc (crun refuses this kind of host's hybrid cgroups),
 # debootstrap for the base image, and from PyPI podman-compose and kubernetes-validate.
 ensure_debs podman podman
@@ -26,6 +28,12 @@ for major in 13 14 16 17 18; do
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"
 done
 cargo fmt --all --check
+# A dependency no crate uses fails the run (cargo-machete, from crates.io, once per machine).
+if ! command -v cargo-machete >/dev/null 2>&1; then
+    echo "installing cargo-machete (cargo install)" >&2
+    cargo install --locked --quiet cargo-machete@0.9.2
+fi
+cargo machete
 cargo clippy --workspace --all-targets -- -D warnings
 # The Oracle backend is a default feature; a build without it must work too.
 cargo clippy -p dbio-cli -p dbio-oracle --all-targets --no-default-features -- -D warnings

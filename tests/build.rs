@@ -54,6 +54,7 @@ fn main() {
         println!("cargo::rerun-if-changed={}", path.display());
         probes.push((name.into(), path.is_file()));
     }
+    probes.push(("pgfincore".into(), has_pgfincore()));
 
     for (name, present) in probes {
         println!("cargo::rustc-check-cfg=cfg(dbio_missing_{name})");
@@ -95,6 +96,16 @@ fn on_path(tool: &str) -> bool {
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])
         .any(|d| d.join(tool).is_file())
+}
+
+/// pgfincore for a Debian PostgreSQL server (postgresql-NN-pgfincore; scripts/test.sh
+/// installs it for 15).
+fn has_pgfincore() -> bool {
+    std::fs::read_dir("/usr/share/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("extension/pgfincore.control").is_file())
 }
 
 fn has_block_device() -> bool {

@@ -576,6 +576,41 @@ fn add_names_every_bad_file_and_adds_the_good_ones() {
     );
     assert!(err.contains("2 of 4 file(s) not added"), "{err}");
     assert_eq!(run_ids(&g.store).len(), 2);
+    // Seen: add stored documents that report, compare and regress refuse (negative rates, a
+    // zero window, format 0, 1e300 ops/s, which then became the baseline).
+    let mut forged = Vec::new();
+    for (i, (path, value)) in [
+        (&["db", "read_iops"][..], Value::from(-5.0)),
+        (&["window", "measured_s"][..], Value::from(0.0)),
+        (&["format"][..], Value::from(0)),
+        (&["client", "ops_per_s"][..], Value::from(1e300)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut d = night("add", 3 + i as i64, 1000.0, "17.2", false);
+        let (last, parents) = path.split_last().unwrap();
+        let mut cur = &mut d;
+        for p in parents {
+            cur = &mut cur[*p];
+        }
+        cur[*last] = value;
+        forged.push(g.file(&d));
+    }
+    let mut args = vec!["history", "add", "--store", &g.store];
+    args.extend(forged.iter().map(|f| f.to_str().unwrap()));
+    let o = dbio(&args);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("4 of 4 file(s) not added"), "{err}");
+    for f in &forged {
+        assert!(
+            err.contains(f.to_str().unwrap()),
+            "{} not named: {err}",
+            f.display()
+        );
+    }
+    assert_eq!(run_ids(&g.store).len(), 2, "nothing forged was stored");
     // JSON of show and list parse and carry the figures.
     let o = dbio(&[
         "history", "show", "2", "--store", &g.store, "--format", "json",
@@ -774,4 +809,97 @@ fn the_gate_works_on_a_postgresql_store() {
     assert_eq!(series(&doc, "pg")["state"], "accepted");
     let mut s = dbio_history::PgStore::open_read(&store).unwrap();
     assert_eq!(s.decisions().unwrap().len(), 1);
+}
+
+// The filters of list and check: --tag, --since, --last and --step each keep what they name,
+// and check judges only the runs they keep.
+#[test]
+fn filters_keep_what_they_name_and_check_judges_only_those_runs() {
+    let mut g = Gate::sqlite();
+    let add = |g: &mut Gate, docs: &[Value], tag: &str| {
+        let files: Vec<PathBuf> = docs.iter().map(|d| g.file(d)).collect();
+        let mut args = vec!["history", "add", "--store", &g.store, "--tag", tag];
+        args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        assert_exit(&dbio(&args), 0);
+    };
+    let old: Vec<Value> = (1..=10)
+        .map(|i| {
+            night(
+                "flt",
+                i,
+                1000.0 * (1.0 + 0.02 * wobble(11, i)),
+                "17.2",
+                false,
+            )
+        })
+        .collect();
+    add(&mut g, &old, "old");
+    let new: Vec<Value> = (11..=14)
+        .map(|i| {
+            night(
+                "flt",
+                i,
+                600.0 * (1.0 + 0.02 * wobble(11, i)),
+                "17.2",
+                false,
+            )
+        })
+        .collect();
+    add(&mut g, &new, "new");
+    let list = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec!["history", "list", "--store", &g.store, "--format", "json"];
+        args.extend_from_slice(extra);
+        let o = dbio(&args);
+        assert_exit(&o, 0);
+        serde_json::from_slice::<Value>(&o.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(list(&[]).len(), 14);
+    let tagged = list(&["--tag", "new"]);
+    let tags: Vec<&Value> = tagged
+        .iter()
+        .map(|r| &r["record"]["identity"]["tag"])
+        .collect();
+    assert_eq!(tags, vec!["new"; 4]);
+    assert_eq!(list(&["--last", "3"]).len(), 3);
+    // Night 12 starts 2026-01-13T02:00Z: nights 12, 13 and 14 are on or after that day.
+    assert_eq!(list(&["--since", "2026-01-13"]).len(), 3);
+    let bad = dbio(&[
+        "history",
+        "list",
+        "--store",
+        &g.store,
+        "--since",
+        "yesterday",
+    ]);
+    assert_exit(&bad, 2);
+    assert!(
+        stderr(&bad).contains("--since yesterday"),
+        "{}",
+        stderr(&bad)
+    );
+
+    // All runs: the drop is open. The old tag alone, or the newest 4 alone: nothing to see.
+    let (code, doc) = g.check(&["--label", "flt"]);
+    assert_eq!(code, 1, "{doc:#}");
+    let step = series(&doc, "flt")["step"].as_str().unwrap().to_string();
+    let (code, doc) = g.check(&["--label", "flt", "--tag", "old"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let (code, doc) = g.check(&["--label", "flt", "--last", "4"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let (code, doc) = g.check(&["--label", "flt", "--step", &step]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(series(&doc, "flt")["step"], step.as_str());
+    let none = dbio(&[
+        "history", "check", "--store", &g.store, "--label", "flt", "--step", "r99-w0",
+    ]);
+    assert_exit(&none, 2);
+    assert!(
+        stderr(&none).contains("no runs labelled flt at step r99-w0"),
+        "{}",
+        stderr(&none)
+    );
 }

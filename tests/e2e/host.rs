@@ -4,11 +4,10 @@
 //! device, cold and warm; waits counted once on PostgreSQL 18; a least-privilege role.
 
 use std::path::Path;
-use std::process::Command;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, read_result, require_root,
-    stdout,
+    NamespacedServer, TestCluster, assert_exit, assert_valid_result, dbio, num, read_result,
+    require_root, stdout,
 };
 use serde_json::Value;
 
@@ -24,123 +23,29 @@ fn diskstats(name: &str) -> (f64, f64) {
     panic!("{name} is not in /proc/diskstats");
 }
 
-fn run_cmd(cmd: &mut Command) -> String {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A PostgreSQL server whose data directory is on a loop device mounted only inside its own
-/// mount namespace: this host cannot see its files, as with a container or a remote host.
-struct NamespacedServer {
-    dir: tempfile::TempDir,
-    loop_dev: String,
-    dsn: String,
-    postmaster: Option<i32>,
-}
-
-impl NamespacedServer {
-    fn start() -> NamespacedServer {
-        NamespacedServer::start_with("")
-    }
-
-    /// `scratch_args`: more `dbio scratch start` options (`--pg-bin`, `--set`).
-    fn start_with(scratch_args: &str) -> NamespacedServer {
-        let dir = tempfile::Builder::new()
-            .prefix("dbio-ns-")
-            .tempdir()
-            .unwrap();
-        let img = dir.path().join("disk.img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(400 << 20)
-            .unwrap();
-        let loop_dev = run_cmd(Command::new("losetup").args(["-f", "--show"]).arg(&img))
-            .trim()
-            .to_string();
-        let mut server = NamespacedServer {
-            loop_dev,
-            dsn: String::new(),
-            postmaster: None,
-            dir,
-        };
-        run_cmd(Command::new("mkfs.ext4").args(["-q", "-F", &server.loop_dev]));
-        let mnt = server.dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        let script = format!(
-            "mount {dev} {mnt} && chmod 777 {mnt} && exec {dbio} scratch start --dir {mnt}/pg --shared-buffers 16MB {scratch_args}",
-            dev = server.loop_dev,
-            mnt = mnt.display(),
-            dbio = dbio_bin().display()
-        );
-        let out = run_cmd(
-            Command::new("unshare")
-                .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-                .arg(&script),
-        );
-        server.dsn = out
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("dsn:"))
-            .unwrap_or_else(|| panic!("no dsn in {out}"))
-            .trim()
-            .to_string();
-        assert!(
-            !mnt.join("pg").exists(),
-            "the data directory must be invisible from this host's mount namespace"
-        );
-        server
-    }
-
-    fn name(&self) -> &str {
-        self.loop_dev.trim_start_matches("/dev/")
-    }
-
-    fn run(&self, out: &Path, extra: &[&str]) -> Value {
-        let mut args = vec![
-            "run",
-            "--dsn",
-            &self.dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "4000blocks",
-            "--readers",
-            "2",
-            "--run-time",
-            "3s",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        assert_exit(&dbio(&args), 0);
-        let r = read_result(out);
-        assert_valid_result(&r);
-        r
-    }
-}
-
-impl Drop for NamespacedServer {
-    fn drop(&mut self) {
-        if let Some(pid) = self.postmaster {
-            // Fast shutdown; the namespace, its mount and the loop device's use end with it.
-            // SAFETY: kill(2) on the postmaster this test started.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-            for _ in 0..100 {
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        }
-        let _ = Command::new("losetup")
-            .args(["-d", &self.loop_dev])
-            .status();
-    }
+/// A run of the two-schema data set on `server`, its result read back and validated.
+fn run_on(server: &NamespacedServer, out: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "run",
+        "--dsn",
+        &server.dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        "4000blocks",
+        "--readers",
+        "2",
+        "--run-time",
+        "3s",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    assert_exit(&dbio(&args), 0);
+    let r = read_result(out);
+    assert_valid_result(&r);
+    r
 }
 
 async fn connect(dsn: &str) -> tokio_postgres::Client {
@@ -166,14 +71,8 @@ async fn a_server_in_its_own_mount_namespace_is_measured_through_the_connection(
     require_root("a loop device in a mount namespace needs root");
     let _host = dbio_tests::host_load_lock();
     let mut server = NamespacedServer::start();
+    server.learn_postmaster().await;
     let c = connect(&server.dsn).await;
-    let pid_file: String = c
-        .query_one("SELECT pg_read_file('postmaster.pid')", &[])
-        .await
-        .unwrap()
-        .get(0);
-    server.postmaster = pid_file.lines().next().and_then(|l| l.trim().parse().ok());
-    assert!(server.postmaster.is_some(), "{pid_file}");
     assert_exit(
         &dbio(&[
             "setup",
@@ -191,7 +90,7 @@ async fn a_server_in_its_own_mount_namespace_is_measured_through_the_connection(
     // Cold: the page cache dropped before the window.
     let cold = tempfile::tempdir().unwrap();
     let before = diskstats(server.name());
-    let r = server.run(cold.path(), &["--drop-caches"]);
+    let r = run_on(&server, cold.path(), &["--drop-caches"]);
     let after = diskstats(server.name());
     let device = &r["device"];
     assert_eq!(device["device"], server.name(), "{device}");
@@ -252,7 +151,7 @@ async fn a_server_in_its_own_mount_namespace_is_measured_through_the_connection(
             .unwrap();
     }
     let warm = tempfile::tempdir().unwrap();
-    let r = server.run(warm.path(), &[]);
+    let r = run_on(&server, warm.path(), &[]);
     let db_reads = num(&r, &["db", "read_iops"]);
     assert!(db_reads > 1000.0, "{db_reads} database reads/s");
     let ratio = num(&r, &["host", "physical_read_ratio"]);
@@ -589,13 +488,7 @@ async fn pg18_read_path_index_reads_one_block_at_a_time_and_bitmap_through_the_i
         "--pg-bin {} --set io_method=worker --set debug_io_direct=data",
         bin.display()
     ));
-    let c = connect(&server.dsn).await;
-    let pid_file: String = c
-        .query_one("SELECT pg_read_file('postmaster.pid')", &[])
-        .await
-        .unwrap()
-        .get(0);
-    server.postmaster = pid_file.lines().next().and_then(|l| l.trim().parse().ok());
+    server.learn_postmaster().await;
     assert_exit(
         &dbio(&[
             "setup",

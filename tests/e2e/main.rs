@@ -15,6 +15,7 @@ mod gate;
 mod history;
 mod host;
 mod integrity;
+mod limits;
 mod merge;
 mod oracle;
 mod orphans;

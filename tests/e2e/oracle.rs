@@ -353,7 +353,7 @@ fn ctrl_c_during_setup_leaves_it_recorded_and_the_next_setup_resumes() {
     let cfg = config_with(dir.path(), &dsn, "dbiotc", 1, "40000blocks", "");
     let cfg = cfg.to_str().unwrap();
     let c = sql();
-    let child = std::process::Command::new(dbio_tests::dbio_bin())
+    let child = dbio_tests::dbio_command()
         .args(["setup", "-c", cfg, "--force", "-q"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

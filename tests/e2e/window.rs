@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
 
 /// idx_scan of user1.cf1 once no dbio session is left.
 async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
@@ -184,6 +184,19 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     assert!(
         delta >= reads && delta <= reads + past + (reads / 100.0).max(1.0),
         "idx_scan delta {delta}, counted {reads}, excluded {past}"
+    );
+    // Seen: regress took such a run as its baseline. A flagged run is never one.
+    let refused = dbio(&[
+        "regress",
+        "--baseline",
+        out_dir.path().join("result.json").to_str().unwrap(),
+        out_dir.path().join("result.json").to_str().unwrap(),
+    ]);
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("stalled") && stderr(&refused).contains("never a baseline"),
+        "{}",
+        stderr(&refused)
     );
 }
 

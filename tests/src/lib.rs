@@ -377,3 +377,198 @@ pub async fn idx_scans(c: &Client) -> u64 {
     };
     settled(read).await
 }
+
+/// Runs a command; its stdout, or a failed test with its stderr.
+pub fn run_cmd(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// How to start a [`NamespacedServer`].
+#[derive(Debug, Clone, Default)]
+pub struct NamespaceOptions<'a> {
+    /// More `dbio scratch start` options (`--pg-bin`, `--set`, `--direct-io`).
+    pub scratch_args: &'a str,
+    /// A cgroup v1 blkio cgroup the server's processes start in (see [`BlkioCgroup`]).
+    pub blkio_cgroup: Option<&'a Path>,
+}
+
+/// A PostgreSQL server whose data directory is on a loop device mounted only inside its own
+/// mount namespace: this host cannot see its files, as with a container or a remote host.
+/// Needs root. Stopped, and its loop device detached, when dropped.
+pub struct NamespacedServer {
+    dir: tempfile::TempDir,
+    pub loop_dev: String,
+    pub dsn: String,
+    /// Set by [`NamespacedServer::learn_postmaster`]: stopped by pid when dropped.
+    pub postmaster: Option<i32>,
+}
+
+impl NamespacedServer {
+    pub fn start() -> NamespacedServer {
+        NamespacedServer::start_opts(&NamespaceOptions::default())
+    }
+
+    /// `scratch_args`: more `dbio scratch start` options (`--pg-bin`, `--set`).
+    pub fn start_with(scratch_args: &str) -> NamespacedServer {
+        NamespacedServer::start_opts(&NamespaceOptions {
+            scratch_args,
+            ..NamespaceOptions::default()
+        })
+    }
+
+    pub fn start_opts(opts: &NamespaceOptions<'_>) -> NamespacedServer {
+        let dir = tempfile::Builder::new()
+            .prefix("dbio-ns-")
+            .tempdir()
+            .expect("a temporary folder");
+        let img = dir.path().join("disk.img");
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(400 << 20))
+            .expect("the loop device's image");
+        let loop_dev = run_cmd(Command::new("losetup").args(["-f", "--show"]).arg(&img))
+            .trim()
+            .to_string();
+        let mut server = NamespacedServer {
+            loop_dev,
+            dsn: String::new(),
+            postmaster: None,
+            dir,
+        };
+        run_cmd(Command::new("mkfs.ext4").args(["-q", "-F", &server.loop_dev]));
+        let mnt = server.dir.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("the mount point");
+        let join = opts
+            .blkio_cgroup
+            .map(|c| format!("echo $$ > {}/cgroup.procs && ", c.display()))
+            .unwrap_or_default();
+        let script = format!(
+            "{join}mount {dev} {mnt} && chmod 777 {mnt} && exec {dbio} scratch start --dir {mnt}/pg --shared-buffers 16MB {args}",
+            dev = server.loop_dev,
+            mnt = mnt.display(),
+            dbio = dbio_bin().display(),
+            args = opts.scratch_args,
+        );
+        let out = run_cmd(
+            Command::new("unshare")
+                .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(&script),
+        );
+        server.dsn = out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("dsn:"))
+            .unwrap_or_else(|| panic!("no dsn in {out}"))
+            .trim()
+            .to_string();
+        assert!(
+            !mnt.join("pg").exists(),
+            "the data directory must be invisible from this host's mount namespace"
+        );
+        server
+    }
+
+    /// The loop device's name (`loop3`).
+    pub fn name(&self) -> &str {
+        self.loop_dev.trim_start_matches("/dev/")
+    }
+
+    /// The loop device's number, `major:minor`.
+    pub fn dev_number(&self) -> String {
+        std::fs::read_to_string(format!("/sys/block/{}/dev", self.name()))
+            .expect("the loop device's number")
+            .trim()
+            .to_string()
+    }
+
+    /// Reads the postmaster's pid through the connection, so that drop stops it.
+    pub async fn learn_postmaster(&mut self) {
+        let (c, conn) = tokio_postgres::connect(&self.dsn, NoTls)
+            .await
+            .expect("a connection to the namespaced server");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let pid_file: String = c
+            .query_one("SELECT pg_read_file('postmaster.pid')", &[])
+            .await
+            .expect("postmaster.pid")
+            .get(0);
+        self.postmaster = pid_file.lines().next().and_then(|l| l.trim().parse().ok());
+        assert!(self.postmaster.is_some(), "{pid_file}");
+    }
+}
+
+impl Drop for NamespacedServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.postmaster {
+            // Fast shutdown; the namespace, its mount and the loop device's use end with it.
+            // SAFETY: kill(2) on the postmaster this test started.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+            for _ in 0..100 {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        let _ = Command::new("losetup")
+            .args(["-d", &self.loop_dev])
+            .status();
+    }
+}
+
+/// A cgroup v1 blkio cgroup of the test's own (root), removed when dropped once the
+/// processes in it have gone (any left are moved back to the root cgroup first). Drop it
+/// after the server that runs in it: declare it first.
+pub struct BlkioCgroup {
+    pub path: PathBuf,
+}
+
+impl BlkioCgroup {
+    pub fn new(name: &str) -> BlkioCgroup {
+        let root = Path::new("/sys/fs/cgroup/blkio");
+        assert!(
+            root.join("blkio.throttle.read_iops_device").is_file(),
+            "the cgroup v1 blkio controller is not mounted at {}",
+            root.display()
+        );
+        let path = root.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        BlkioCgroup { path }
+    }
+
+    /// Limits the reads of the cgroup's processes on device `dev` (`major:minor`, a whole
+    /// disk) to `iops` per second.
+    pub fn throttle_read_iops(&self, dev: &str, iops: u64) {
+        std::fs::write(
+            self.path.join("blkio.throttle.read_iops_device"),
+            format!("{dev} {iops}\n"),
+        )
+        .unwrap_or_else(|e| panic!("throttling {dev} in {}: {e}", self.path.display()));
+    }
+}
+
+impl Drop for BlkioCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions(
+            &self.path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        );
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            if let Ok(procs) = std::fs::read_to_string(self.path.join("cgroup.procs")) {
+                for pid in procs.split_whitespace() {
+                    let _ = std::fs::write("/sys/fs/cgroup/blkio/cgroup.procs", pid);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}

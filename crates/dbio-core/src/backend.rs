@@ -88,6 +88,9 @@ pub struct WindowFigures {
     pub host: Option<HostMetrics>,
     /// Figures missing for want of a right, with the GRANT for each.
     pub missing_rights: Vec<MissingRight>,
+    /// What the backend measured for the limiter verdict (residency, caps, the server's
+    /// CPU, its asynchronous I/O); core adds the client's CPU and the outstanding I/O.
+    pub limits: Option<crate::limits::Limits>,
     pub warnings: Vec<String>,
     /// Files the backend's collector wrote for the run (Oracle's AWR report), by name, to be
     /// written into the result folder beside result.json.

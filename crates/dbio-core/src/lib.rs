@@ -12,6 +12,7 @@ pub mod history;
 pub mod input;
 pub mod interrupt;
 pub mod key_order;
+pub mod limits;
 pub mod merge;
 pub mod output;
 pub mod plan;

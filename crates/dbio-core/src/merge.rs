@@ -467,7 +467,21 @@ pub fn merge(
         read,
         update,
     };
-    Ok(RunResult {
+    // The collecting shard's limiter figures; the client's CPU of the busiest shard's host
+    // (each shard's client is its own), the outstanding I/O of all the shards' sessions.
+    let busiest = results
+        .iter()
+        .filter_map(|r| r.limits.as_ref().and_then(|l| l.client_cpu.clone()))
+        .max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct));
+    let device = from.and_then(|f| f.device.clone());
+    let limits = crate::limits::complete(
+        from.and_then(|f| f.limits.clone()),
+        busiest,
+        sessions.len() as u32,
+        device.as_ref(),
+        db.as_ref(),
+    );
+    let mut merged = RunResult {
         format: crate::result::RESULT_FORMAT,
         status,
         error: (!error_texts.is_empty()).then(|| error_texts.join("; ")),
@@ -482,15 +496,19 @@ pub fn merge(
         timeseries,
         db,
         waits,
-        device: from.and_then(|f| f.device.clone()),
+        device,
         host,
         missing_rights: from.map(|f| f.missing_rights.clone()).unwrap_or_default(),
+        limits: Some(limits),
+        limiter: None,
         calibration: None,
         warnings,
         shard: None,
         merge: Some(info),
         targets: Vec::new(),
-    })
+    };
+    crate::limits::judge_result(&mut merged);
+    Ok(merged)
 }
 
 fn seconds(d: chrono::TimeDelta) -> f64 {

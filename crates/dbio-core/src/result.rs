@@ -62,6 +62,13 @@ pub struct RunResult {
     /// Each figure this run could not have for want of a right, with the GRANT that gives it.
     #[serde(default)]
     pub missing_rights: Vec<MissingRight>,
+    /// What a limiter verdict is drawn from beside the figures above: cache residency per
+    /// relation, the server's cgroup I/O caps, client and server CPU, the outstanding I/O.
+    #[serde(default)]
+    pub limits: Option<crate::limits::Limits>,
+    /// What limited this run, with the figures that decided it.
+    #[serde(default)]
+    pub limiter: Option<crate::limits::LimiterVerdict>,
     pub warnings: Vec<String>,
     /// This run is one shard of a run driven by several processes (`run --shard I/N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,6 +107,11 @@ pub struct TargetResult {
     pub host: Option<HostMetrics>,
     #[serde(default)]
     pub missing_rights: Vec<MissingRight>,
+    /// Its collector's limiter figures and its own limiter verdict.
+    #[serde(default)]
+    pub limits: Option<crate::limits::Limits>,
+    #[serde(default)]
+    pub limiter: Option<crate::limits::LimiterVerdict>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,6 +159,10 @@ pub struct ReadPathInfo {
     pub io_method: Option<String>,
     pub effective_io_concurrency: Option<String>,
     pub io_combine_limit: Option<String>,
+    /// The server's index-scan prefetch setting (`enable_indexscan_prefetch`), where it has
+    /// one: pinned off for read_path index, so that each session keeps one read in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_prefetch: Option<String>,
 }
 
 /// Where one table of the data set really is and how big, as preflight read the catalog.
@@ -483,6 +499,8 @@ impl RunResult {
             calibration: ctx.calibration,
             host: None,
             missing_rights: Vec::new(),
+            limits: None,
+            limiter: None,
             warnings,
             shard: None,
             merge: None,

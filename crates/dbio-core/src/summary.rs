@@ -104,10 +104,32 @@ pub struct StepSummary {
     /// result.json of each repeat, relative to the file that holds this summary.
     pub results: Vec<String>,
     pub warnings: Vec<String>,
+    /// Operations of all repeats that had stalled when the window ended (running at least
+    /// [`crate::result::STALL_S`]; cancelled, not counted): such a step is flagged and never a
+    /// baseline.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalled_ops: u32,
     /// A step over several targets: each target's figures across repeats (the step's own
     /// figures are the totals).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetStep>,
+    /// The device's average read wait, ms (across repeats).
+    #[serde(default)]
+    pub device_await_ms: Option<Stat>,
+    /// The device's average queue (iostat aqu-sz).
+    #[serde(default)]
+    pub device_queue_depth: Option<Stat>,
+    /// Reads in flight at the device by Little's law (reads/s x average read wait).
+    #[serde(default)]
+    pub device_reads_in_flight: Option<Stat>,
+    /// Reads the sessions waited on by Little's law (database read requests/s x its timed
+    /// read wait).
+    #[serde(default)]
+    pub db_reads_in_flight: Option<Stat>,
+    /// What limited the step: the first repeat's verdict (the others' when they differ are
+    /// in `warnings`), or the ramp's shape where it shows a cap the step could not see.
+    #[serde(default)]
+    pub limiter: Option<crate::limits::LimiterVerdict>,
 }
 
 /// One target's figures in a step over several, across its repeats.
@@ -204,6 +226,18 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
             }
         })
         .collect();
+    let mut warnings = warnings;
+    let limiters: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.limiter.as_ref())
+        .map(|v| v.limiter.name(first.engine).to_string())
+        .collect();
+    if limiters.iter().any(|l| *l != limiters[0]) {
+        warnings.push(format!(
+            "the repeats were limited by different things ({}, in repeat order): their figures are not of one kind",
+            limiters.join(", ")
+        ));
+    }
     let status = results
         .iter()
         .map(|r| r.status)
@@ -252,8 +286,29 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         read_histogram: encode_histogram(&hist),
         results: paths,
         warnings,
+        stalled_ops: results
+            .iter()
+            .flat_map(|r| &r.sessions)
+            .filter(|s| {
+                s.in_flight_at_end_s
+                    .is_some_and(|t| t >= crate::result::STALL_S)
+            })
+            .count() as u32,
         targets: target_steps(results),
+        device_await_ms: collect(&|r| r.device.as_ref().and_then(|d| d.avg_read_wait_ms)),
+        device_queue_depth: collect(&|r| r.device.as_ref().and_then(|d| d.avg_queue_depth)),
+        device_reads_in_flight: collect(&|r| outstanding(r).and_then(|o| o.device_reads_in_flight)),
+        db_reads_in_flight: collect(&|r| outstanding(r).and_then(|o| o.db_reads_in_flight)),
+        limiter: first.limiter.clone(),
     })
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn outstanding(r: &RunResult) -> Option<&crate::limits::OutstandingIo> {
+    r.limits.as_ref().and_then(|l| l.outstanding.as_ref())
 }
 
 /// A warning with its figures masked: the same caveat with other figures (per repeat, per

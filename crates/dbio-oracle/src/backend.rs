@@ -343,6 +343,7 @@ impl Backend for OracleBackend {
             io_method: None,
             effective_io_concurrency: None,
             io_combine_limit: None,
+            index_prefetch: None,
         });
         let environment = Environment {
             dbio_version: env!("CARGO_PKG_VERSION").to_string(),

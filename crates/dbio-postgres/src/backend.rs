@@ -92,6 +92,7 @@ impl WindowCollector {
             device: c.device,
             host: c.host,
             missing_rights: c.missing_rights,
+            limits: c.limits,
             warnings: c.warnings,
             files: Vec::new(),
         }

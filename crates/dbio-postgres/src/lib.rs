@@ -3,11 +3,13 @@
 //! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
 
 pub mod backend;
+pub mod caps;
 pub mod cgroup;
 pub mod check;
 pub mod collector;
 pub mod conn;
 mod copy;
+pub mod cpu;
 pub mod dsn;
 pub mod error;
 pub mod host;
@@ -15,6 +17,7 @@ pub mod loader;
 pub mod lock;
 pub mod maintenance;
 pub mod marker;
+pub mod residency;
 pub mod rights;
 pub mod run;
 pub mod sampler;

@@ -71,6 +71,19 @@ pub struct Samples {
     /// start-up, its settings, every sample and /proc read, its closing flush): they are in
     /// the database's commit count, and the collector leaves them out of it.
     pub transactions: u64,
+    /// PostgreSQL 18+: the sessions' asynchronous I/O handles in flight (pg_aios), per
+    /// sample.
+    pub aio: AioCounts,
+}
+
+/// The sessions' pg_aios handles in flight over the samples (PostgreSQL 18+).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AioCounts {
+    pub samples: u64,
+    pub sum: u64,
+    pub max: u64,
+    /// Why pg_aios could not be read (once: the sampler stops asking).
+    pub error: Option<String>,
 }
 
 /// How to tell dbio's sessions apart, and what else to read each sample.
@@ -190,11 +203,42 @@ async fn sample_loop(
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        // A server that stopped answering must not hold the samples taken so far.
-        let answer = tokio::select! {
-            r = client.query(SAMPLE, &[]) => r,
+        // A server that stopped answering must not hold the samples taken so far. On 18+
+        // pg_aios is asked in the same round trip (pipelined).
+        let aio_wanted = opts.major >= 18 && out.aio.error.is_none();
+        let pids: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&opts.session_pids];
+        let both = async {
+            if aio_wanted {
+                let (rows, aio) = tokio::join!(
+                    client.query(SAMPLE, &[]),
+                    client.query_one(crate::sql::AIOS_IN_FLIGHT, &pids)
+                );
+                (rows, Some(aio))
+            } else {
+                (client.query(SAMPLE, &[]).await, None)
+            }
+        };
+        let (answer, aio) = tokio::select! {
+            r = both => r,
             _ = stop.wait_for(|s| *s) => break,
         };
+        match aio {
+            Some(Ok(row)) => {
+                out.transactions += crate::sql::QUERY_TRANSACTIONS;
+                let n = row.try_get::<_, i64>(0).unwrap_or(0).max(0) as u64;
+                out.aio.samples += 1;
+                out.aio.sum += n;
+                out.aio.max = out.aio.max.max(n);
+            }
+            Some(Err(e)) => {
+                out.aio.error = Some(
+                    e.as_db_error()
+                        .map(|d| d.message().to_string())
+                        .unwrap_or_else(|| e.to_string()),
+                );
+            }
+            None => {}
+        }
         let rows = match answer {
             Ok(rows) => rows,
             Err(_) => {

@@ -442,10 +442,19 @@ pub fn read_path_settings(path: dbio_core::config::ReadPath) -> &'static str {
         // pg-aio-host-stats.md 1b: the range read may be planned as a Bitmap Heap Scan,
         // which reads through read streams (prefetch, AIO on 18+); pinning the Index Scan
         // keeps one synchronous single-block read at a time per session.
-        dbio_core::config::ReadPath::Index => "SET enable_bitmapscan = off",
+        // A server with a plain index-scan prefetch (`enable_indexscan_prefetch`, a
+        // PostgreSQL 20 candidate: beyond-peers.md) would keep several reads in flight per
+        // Index Scan: it is pinned off where it exists (set_config over pg_settings does
+        // nothing where it does not).
+        dbio_core::config::ReadPath::Index => {
+            "SET enable_bitmapscan = off; SELECT set_config(name, 'off', false) FROM pg_settings WHERE name = 'enable_indexscan_prefetch'"
+        }
         dbio_core::config::ReadPath::Bitmap => "SET enable_indexscan = off",
     }
 }
+
+/// The index-prefetch setting a server may have (none up to PostgreSQL 19).
+pub const INDEX_PREFETCH: &str = "enable_indexscan_prefetch";
 
 /// Name of the read statement preflight prepares to see its generic plan.
 pub const VERIFY_READ: &str = "dbio_verify_read";
@@ -624,6 +633,66 @@ pub const CONNECTION_SLOTS: &str = "SELECT current_setting('max_connections')::i
      (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' \
         AND datname = current_database())::int, \
      coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)";
+
+// What limited a run (residency, cpu, sampler): see residency.rs, cpu.rs, caps.rs.
+
+/// The data set's relations (each schema's table and index) in schema order, table first:
+/// `schema.name`, relkind, main-fork filenode, path under the data directory, bytes, and the
+/// name as regclass text (quoted where needed). `$1`: the schemas.
+pub fn residency_relations() -> String {
+    format!(
+        "SELECT n.nspname || '.' || c.relname, c.relkind::text, pg_relation_filenode(c.oid)::bigint, \
+         pg_relation_filepath(c.oid), pg_relation_size(c.oid), c.oid::regclass::text \
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = ANY($1::text[]) AND c.relname IN ('{TABLE}', '{INDEX}') AND c.relkind IN ('r', 'i') \
+         ORDER BY array_position($1::text[], n.nspname::text), c.relkind DESC"
+    )
+}
+
+/// Blocks per segment file (pg_settings.segment_size is in blocks).
+pub const SEGMENT_BLOCKS: &str =
+    "SELECT setting::bigint FROM pg_settings WHERE name = 'segment_size'";
+
+/// The schema of an extension installed in this database (`$1` its name).
+pub const EXTENSION_INSTALLED: &str = "SELECT n.nspname::text FROM pg_extension e \
+     JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1";
+
+/// An extension the server can install (`$1` its name).
+pub const EXTENSION_AVAILABLE: &str = "SELECT 1 FROM pg_available_extensions WHERE name = $1";
+
+/// In schema public, never in a schema of dbio's data set (whatever the search_path), so that
+/// teardown never meets it there.
+pub const CREATE_BUFFERCACHE: &str = "CREATE EXTENSION IF NOT EXISTS pg_buffercache SCHEMA public";
+
+/// The block numbers in shared_buffers of each main fork of `$1` (filenodes) in this
+/// database; pg_buffercache installed in `schema`.
+pub fn buffercache_blocks(schema: &str) -> String {
+    format!(
+        "SELECT b.relfilenode::bigint, array_agg(b.relblocknumber::bigint) \
+         FROM {}.pg_buffercache b \
+         WHERE b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND b.relforknumber = 0 AND b.relfilenode::bigint = ANY($1::bigint[]) \
+         GROUP BY 1",
+        quote_ident(schema)
+    )
+}
+
+/// Bytes of a relation (`$1`, regclass text) in the server host's page cache, by pgfincore
+/// installed in `schema`.
+pub fn pgfincore_bytes(schema: &str) -> String {
+    format!(
+        "SELECT coalesce(sum(pages_mem * os_page_size), 0)::bigint FROM {}.pgfincore($1::text::regclass)",
+        quote_ident(schema)
+    )
+}
+
+/// Every server process pg_stat_activity lists (backends and auxiliary processes).
+pub const SERVER_PIDS: &str = "SELECT pid FROM pg_stat_activity";
+
+/// PostgreSQL 18+: asynchronous I/O handles of the sessions `$1` in flight (defined, staged or
+/// submitted; pg_aios, superuser or pg_read_all_stats).
+pub const AIOS_IN_FLIGHT: &str = "SELECT count(*)::bigint FROM pg_aios \
+     WHERE pid = ANY($1::int[]) AND state IN ('DEFINED', 'STAGED', 'SUBMITTED')";
 
 #[cfg(test)]
 mod tests {

@@ -414,10 +414,15 @@ async fn verify_plan(
             shown = Some(plan);
         }
     }
-    let names: Vec<String> = ["io_method", "effective_io_concurrency", "io_combine_limit"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let names: Vec<String> = [
+        "io_method",
+        "effective_io_concurrency",
+        "io_combine_limit",
+        sql::INDEX_PREFETCH,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let rows = client
         .query(sql::SETTINGS, &[&names])
         .await
@@ -436,11 +441,24 @@ async fn verify_plan(
         source: format!(
             "EXPLAIN EXECUTE of the prepared read over {work_unit} keys, generic plan (plan_cache_mode = force_generic_plan, {}), \
              for each schema the sessions use",
-            sql::read_path_settings(path).trim_start_matches("SET ")
+            match path {
+                ReadPath::Index => "enable_bitmapscan = off",
+                ReadPath::Bitmap => "enable_indexscan = off",
+            }
         ),
         io_method: setting.remove("io_method").flatten(),
         effective_io_concurrency: setting.remove("effective_io_concurrency").flatten(),
         io_combine_limit: setting.remove("io_combine_limit").flatten(),
+        // Pinned off for the index path by every session (sql::read_path_settings).
+        index_prefetch: setting
+            .remove(sql::INDEX_PREFETCH)
+            .flatten()
+            .map(|v| match path {
+                ReadPath::Index => {
+                    format!("off (pinned by dbio for read_path index; the server's setting is {v})")
+                }
+                ReadPath::Bitmap => v,
+            }),
     })
 }
 

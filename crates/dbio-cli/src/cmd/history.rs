@@ -225,6 +225,24 @@ impl FilterArgs {
             })
     }
 
+    /// The filters given, as words (` labelled L with tag T since D at step S`), or nothing.
+    fn describe(&self) -> String {
+        let mut d = String::new();
+        if let Some(l) = &self.label {
+            d += &format!(" labelled {l}");
+        }
+        if let Some(t) = &self.tag {
+            d += &format!(" with tag {t}");
+        }
+        if let Some(s) = &self.since {
+            d += &format!(" since {s}");
+        }
+        if let Some(s) = &self.step {
+            d += &format!(" at step {s}");
+        }
+        d
+    }
+
     /// The runs the filters keep; platform runs pass the label filter when `platform`.
     fn runs(&self, runs: Vec<StoredRun>, platform: bool) -> Result<Vec<StoredRun>, Failure> {
         let since = self.since()?;
@@ -692,13 +710,14 @@ fn run(action: HistoryAction, quiet: bool) -> Result<u8, Failure> {
                 return Err(Failure::new(
                     2,
                     format!(
-                        "no runs{} in {}: record some with `dbio run --record`, `dbio ramp --record` or `dbio history add`",
-                        filter
-                            .label
-                            .as_ref()
-                            .map(|l| format!(" labelled {l}"))
-                            .unwrap_or_default(),
-                        s.describe()
+                        "no runs{} in {}: record some with `dbio run --record`, `dbio ramp --record` or `dbio history add`{}",
+                        filter.describe(),
+                        s.describe(),
+                        if filter.describe().is_empty() {
+                            ""
+                        } else {
+                            ", or widen the filters (`dbio history list` shows what is there)"
+                        }
                     ),
                 ));
             }

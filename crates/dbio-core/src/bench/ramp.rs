@@ -218,6 +218,8 @@ pub async fn ramp<B: Backend>(
         }
         summaries.extend(summarize(&results, paths));
     }
+    // A cap the steps could not see on their own shows in their shape.
+    warnings.extend(crate::limits::flat::judge_ramp(&mut summaries));
     let ramp = RampResult {
         format: RESULT_FORMAT,
         kind: "ramp".into(),

@@ -10,6 +10,7 @@ use crate::backend::{Backend, BackendError, ServerFacts, WindowCollector, Window
 use crate::config::SessionLoop;
 use crate::driver::{drive, drive_loops};
 use crate::interrupt::Interrupts;
+use crate::limits::{self, ClientCpu, CpuReading, Limits};
 use crate::output;
 use crate::plan::RunPlan;
 use crate::result::{RunContext, RunResult, SessionTls, TargetResult};
@@ -339,6 +340,8 @@ pub async fn run<B: Backend>(
     // twice; run.collector_shard, default 0); dbio merge takes them from it.
     let collects = shard.is_none_or(|s| s.index == r.collector_shard);
     let mut tls = Vec::new();
+    // This host's CPU from the window's opening to its end, for the limiter.
+    let mut cpu_at_start = None;
     let (mut outcome, collectors) = match plan.engine() {
         SessionLoop::Client => {
             let sessions = open_all!(backends, plan, facts, interrupts, tls, open_sessions);
@@ -359,10 +362,12 @@ pub async fn run<B: Backend>(
                 interrupts.clone(),
                 |p| output.note(&progress_line(p)),
                 || async {
-                    match begun {
+                    let r = match begun {
                         Some(r) => r,
                         None => begin_all(&mut collectors).await,
-                    }
+                    };
+                    cpu_at_start = CpuReading::local();
+                    r
                 },
             )
             .await;
@@ -390,10 +395,12 @@ pub async fn run<B: Backend>(
                 plan.drive().grace,
                 interrupts.clone(),
                 || async {
-                    match begun {
+                    let r = match begun {
                         Some(r) => r,
                         None => begin_all(&mut collectors).await,
-                    }
+                    };
+                    cpu_at_start = CpuReading::local();
+                    r
                 },
             )
             .await;
@@ -406,6 +413,14 @@ pub async fn run<B: Backend>(
             (outcome, collectors)
         }
     };
+    let client_cpu = cpu_at_start.zip(CpuReading::local()).and_then(|(a, b)| {
+        ClientCpu::between(
+            &a,
+            &b,
+            outcome.client_cpu.as_ref().map(|c| c.user_s + c.system_s),
+            outcome.measured_s,
+        )
+    });
     environment.session_tls = combine_tls(tls.clone());
     // The database's counters cover the window until the last session stopped.
     let db_window_s = outcome.db_window_s;
@@ -447,7 +462,7 @@ pub async fn run<B: Backend>(
     if many {
         warnings.extend(shared_devices(&per_target));
     }
-    let (db, waits, device, host, missing_rights) = if many {
+    let (db, waits, device, host, missing_rights, limits) = if many {
         let dbs: Vec<&crate::stats::dbstats::DbMetrics> =
             per_target.iter().filter_map(|c| c.db.as_ref()).collect();
         let db = if dbs.len() == per_target.len() {
@@ -469,10 +484,21 @@ pub async fn run<B: Backend>(
                 missing.push(m.clone());
             }
         }
-        (db, None, None, None, missing)
+        let limits = Limits {
+            client_cpu: client_cpu.clone(),
+            ..Limits::default()
+        };
+        (db, None, None, None, missing, limits)
     } else {
         let c = per_target.pop().unwrap_or_default();
-        (c.db, c.waits, c.device, c.host, c.missing_rights)
+        let limits = limits::complete(
+            c.limits,
+            client_cpu.clone(),
+            sessions_n as u32,
+            c.device.as_ref(),
+            c.db.as_ref(),
+        );
+        (c.db, c.waits, c.device, c.host, c.missing_rights, limits)
     };
     let db_read_iops = db.as_ref().map(|d| d.read_iops);
     let db_latency = db.as_ref().and_then(|d| d.avg_read_latency_us);
@@ -512,6 +538,7 @@ pub async fn run<B: Backend>(
     );
     result.host = host;
     result.missing_rights = missing_rights;
+    result.limits = Some(limits);
     if many {
         for (t, c) in per_target.into_iter().enumerate() {
             let empty = [crate::stats::new_histogram(), crate::stats::new_histogram()];
@@ -529,6 +556,14 @@ pub async fn run<B: Backend>(
                 ops_per_s: read.ops_per_s + update.ops_per_s,
                 read,
                 update,
+                limits: Some(limits::complete(
+                    c.limits,
+                    client_cpu.clone(),
+                    readers + writers,
+                    c.device.as_ref(),
+                    c.db.as_ref(),
+                )),
+                limiter: None,
                 db: c.db,
                 waits: c.waits,
                 device: c.device,
@@ -537,6 +572,7 @@ pub async fn run<B: Backend>(
             });
         }
     }
+    limits::judge_result(&mut result);
     if let (Some(shard), Some(run_id)) = (shard, &r.run_id) {
         result.shard = Some(crate::merge::ShardInfo {
             run_id: run_id.clone(),

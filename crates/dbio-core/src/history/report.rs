@@ -386,3 +386,38 @@ fn render_html(
     h.push_str("</body></html>\n");
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // 2,000 runs must stay readable: about MAX_POINTS drawn, and what a reader looks for
+    // (the ends, each change point and the run before it, every outlier) always among them.
+    #[test]
+    fn downsampling_keeps_ends_change_points_and_outliers() {
+        let mut x: Vec<f64> = (0..2000)
+            .map(|i| if i < 1500 { 1000.0 } else { 800.0 } + (i % 7) as f64)
+            .collect();
+        x[1234] = 5000.0;
+        let bounds = [1500];
+        let sd_of = |i: usize| {
+            if i < 1500 {
+                (1003.0, 2.0)
+            } else {
+                (803.0, 2.0)
+            }
+        };
+        let kept = downsample(&x, &bounds, &sd_of);
+        assert!(kept.len() <= MAX_POINTS + 10, "{} points drawn", kept.len());
+        assert!(kept.len() >= MAX_POINTS / 2, "{} points drawn", kept.len());
+        for must in [0, 1499, 1500, 1234, 1999] {
+            assert!(kept.contains(&must), "run {must} not drawn");
+        }
+        assert!(kept.windows(2).all(|w| w[0] < w[1]), "in order, once each");
+        // Short series are drawn whole.
+        assert_eq!(
+            downsample(&x[..300], &[], &sd_of),
+            (0..300).collect::<Vec<_>>()
+        );
+    }
+}

@@ -47,6 +47,11 @@ pub struct Comparison {
     /// Each input's own warnings (page-cache reads, a checkpoint in the window, ...), each
     /// once with the steps it applies to.
     pub warnings: Vec<Vec<String>>,
+    /// Steps whose inputs were limited by different things (storage against page cache, a
+    /// cap against storage), each with every input's limiter: their figures measure
+    /// different things.
+    #[serde(default)]
+    pub limiters: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -185,6 +190,29 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             }
         }
     }
+    let names = column_names(&labels);
+    let mut limiters = Vec::new();
+    for (step, summaries) in &matched {
+        let each: Vec<Option<&crate::limits::LimiterVerdict>> =
+            summaries.iter().map(|s| s.limiter.as_ref()).collect();
+        let kinds: Vec<Option<crate::limits::Limiter>> =
+            each.iter().map(|v| v.map(|v| v.limiter)).collect();
+        if kinds.iter().all(Option::is_none) || kinds.iter().all(|k| *k == kinds[0]) {
+            continue;
+        }
+        let sides: Vec<String> = each
+            .iter()
+            .zip(&names)
+            .map(|(v, n)| match v {
+                Some(v) => format!("{n}: {}", v.line),
+                None => format!("{n}: not judged (a result from before the limiter was recorded)"),
+            })
+            .collect();
+        limiters.push(format!(
+            "step {step}: limited by different things; {}",
+            sides.join("; ")
+        ));
+    }
     let mut rows = Vec::new();
     for (step, summaries) in matched {
         for (name, pick, tester, untested) in metrics() {
@@ -241,7 +269,6 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             None => Vec::new(),
         })
         .collect();
-    let names = column_names(&labels);
     let verdicts = metric_verdicts(&names, &rows);
     let warnings = sets.iter().map(input_warnings).collect();
     Comparison {
@@ -251,6 +278,7 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
         rows,
         verdicts,
         warnings,
+        limiters,
         notes,
     }
 }
@@ -414,6 +442,12 @@ impl Comparison {
                 let _ = writeln!(o, "  {v}");
             }
         }
+        if !self.limiters.is_empty() {
+            let _ = writeln!(o, "\nlimited by");
+            for l in &self.limiters {
+                let _ = writeln!(o, "  {l}");
+            }
+        }
         let w = names
             .iter()
             .map(|n| n.chars().count())
@@ -555,6 +589,13 @@ impl Comparison {
             b.push_str("<h2>Verdict</h2>\n<ul>\n");
             for v in &self.verdicts {
                 let _ = writeln!(b, "<li>{}</li>", escape(v));
+            }
+            b.push_str("</ul>\n");
+        }
+        if !self.limiters.is_empty() {
+            b.push_str("<h2>Limited by</h2>\n<ul>\n");
+            for l in &self.limiters {
+                let _ = writeln!(b, "<li class=\"warn\">{}</li>", escape(l));
             }
             b.push_str("</ul>\n");
         }
@@ -742,7 +783,13 @@ mod tests {
             read_histogram: encode_histogram(&h),
             results: vec![],
             warnings: vec![],
+            stalled_ops: 0,
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 
@@ -773,6 +820,42 @@ mod tests {
         assert!(text.contains("work_unit 64 vs 1"), "{text}");
         assert!(text.contains("input 2: b [status interrupted"), "{text}");
         assert!(compare(&[a.clone(), a]).comparable());
+    }
+
+    #[test]
+    fn the_limiter_of_each_side_is_named_when_they_differ() {
+        let verdict = |limiter, line: &str| crate::limits::LimiterVerdict {
+            limiter,
+            line: line.into(),
+            evidence: Vec::new(),
+            missing: Vec::new(),
+        };
+        let mut disk = step(4, 1000.0, 0);
+        disk.limiter = Some(verdict(
+            crate::limits::Limiter::Storage,
+            "storage: device vda 95% busy",
+        ));
+        let mut cached = step(4, 9000.0, 0);
+        cached.limiter = Some(verdict(
+            crate::limits::Limiter::PageCache,
+            "page cache: 2% of what the database read came from storage",
+        ));
+        let c = compare(&[set("disk", vec![disk.clone()]), set("cached", vec![cached])]);
+        assert_eq!(c.limiters.len(), 1, "{:?}", c.limiters);
+        assert!(
+            c.limiters[0].contains("disk: storage: device vda")
+                && c.limiters[0].contains("cached: page cache: 2%"),
+            "{}",
+            c.limiters[0]
+        );
+        let text = c.render_text();
+        assert!(
+            text.contains("limited by\n  step r4-w0 vs r4-w0: limited by different things"),
+            "{text}"
+        );
+        // The same limiter on both sides says nothing.
+        let c = compare(&[set("a", vec![disk.clone()]), set("b", vec![disk])]);
+        assert!(c.limiters.is_empty());
     }
 
     #[test]

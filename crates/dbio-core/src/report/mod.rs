@@ -5,6 +5,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod limits;
 pub mod ramp;
 pub mod regress;
 
@@ -153,6 +154,9 @@ pub fn render_text(r: &RunResult) -> String {
             t.blocks
         );
     }
+    if let Some(v) = &r.limiter {
+        let _ = writeln!(o, "limited by {}", v.line);
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -219,6 +223,14 @@ pub fn render_text(r: &RunResult) -> String {
         );
     }
     db_sections(&mut o, r);
+    limits::limits_section(
+        &mut o,
+        r.engine,
+        r.limiter.as_ref(),
+        r.limits.as_ref(),
+        r.device.as_ref(),
+        r.host.as_ref(),
+    );
     targets_section(&mut o, r);
     if !r.missing_rights.is_empty() {
         let _ = writeln!(o);
@@ -355,7 +367,18 @@ fn targets_section(o: &mut String, r: &RunResult) {
         one.targets.clear();
         let _ = writeln!(o);
         let _ = writeln!(o, "Target {}: {}", t.index + 1, t.target);
+        if let Some(v) = &t.limiter {
+            let _ = writeln!(o, "limited by {}", v.line);
+        }
         db_sections(o, &one);
+        limits::limits_section(
+            o,
+            r.engine,
+            t.limiter.as_ref(),
+            t.limits.as_ref(),
+            t.device.as_ref(),
+            t.host.as_ref(),
+        );
     }
 }
 
@@ -885,6 +908,13 @@ pub fn summary_row(r: &RunResult) -> Vec<(&'static str, String)> {
                 .unwrap_or_default(),
         ),
         ("top_wait", top_wait),
+        (
+            "limited_by",
+            r.limiter
+                .as_ref()
+                .map(|v| v.limiter.name(r.engine).to_string())
+                .unwrap_or_default(),
+        ),
         ("warnings", r.warnings.len().to_string()),
     ]
 }
@@ -929,12 +959,16 @@ fn read_path_line(rp: &crate::result::ReadPathInfo) -> String {
             .unwrap_or_else(|| format!("none on this server ({since})"))
     };
     format!(
-        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}",
+        "read path {}: {} (generic plan, verified); io_method {}, effective_io_concurrency {}, io_combine_limit {}{}",
         rp.path.as_str(),
         rp.plan,
         v(&rp.io_method, "PostgreSQL 18+"),
         v(&rp.effective_io_concurrency, "not readable"),
-        v(&rp.io_combine_limit, "PostgreSQL 17+")
+        v(&rp.io_combine_limit, "PostgreSQL 17+"),
+        rp.index_prefetch
+            .as_ref()
+            .map(|p| format!(", enable_indexscan_prefetch {p}"))
+            .unwrap_or_default()
     )
 }
 
@@ -952,6 +986,7 @@ mod tests {
             io_method: None,
             effective_io_concurrency: Some("16".into()),
             io_combine_limit: Some("128kB".into()),
+            index_prefetch: None,
         };
         assert_eq!(
             read_path_line(&rp),

@@ -69,6 +69,12 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "raw_device_iops",
         "db_to_raw_iops_ratio",
         "top_wait",
+        "device_read_await_ms",
+        "device_queue_depth",
+        "device_reads_in_flight",
+        "db_reads_in_flight",
+        "limited_by",
+        "limiter",
     ];
     let rows = r
         .steps
@@ -104,10 +110,39 @@ pub fn ramp_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
                     .map(|v| format!("{v:.2}"))
                     .unwrap_or_default(),
                 s.top_wait.clone().unwrap_or_default(),
+                f3(&s.device_await_ms),
+                f2(&s.device_queue_depth),
+                f2(&s.device_reads_in_flight),
+                f2(&s.db_reads_in_flight),
+                s.limiter
+                    .as_ref()
+                    .map(|v| v.limiter.name(r.config.engine).to_string())
+                    .unwrap_or_default(),
+                s.limiter
+                    .as_ref()
+                    .map(|v| v.line.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
     (header, rows)
+}
+
+fn f2(s: &Option<Stat>) -> String {
+    s.as_ref()
+        .map(|s| format!("{:.2}", s.mean))
+        .unwrap_or_default()
+}
+
+fn f3(s: &Option<Stat>) -> String {
+    s.as_ref()
+        .map(|s| format!("{:.3}", s.mean))
+        .unwrap_or_default()
+}
+
+/// `-` where a figure is missing, for the aligned table.
+fn or_dash(v: String) -> String {
+    if v.is_empty() { "-".into() } else { v }
 }
 
 pub fn ramp_csv(r: &RampResult) -> String {
@@ -145,7 +180,7 @@ pub fn ramp_txt(r: &RampResult) -> String {
     }
     let _ = writeln!(
         o,
-        "{:<12} {:>7} {:>7} {:>4} {:>9} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12}  top wait",
+        "{:<12} {:>7} {:>7} {:>4} {:>9} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12} {:>7} {:>9}  top wait",
         "step",
         "readers",
         "writers",
@@ -159,12 +194,14 @@ pub fn ramp_txt(r: &RampResult) -> String {
         "p50 µs",
         "p99 µs",
         "device rd/s",
+        "aqu-sz",
+        "in flight",
     );
     for s in &r.steps {
         let client = Some(s.client_ops_per_s.clone());
         let _ = writeln!(
             o,
-            "{:<12} {:>7} {:>7} {:>4} {:>9.1} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12}  {}{}",
+            "{:<12} {:>7} {:>7} {:>4} {:>9.1} {:>12} {:>7} {:>12} {:>13} {:>12} {:>10} {:>10} {:>12} {:>7} {:>9}  {}{}",
             s.step,
             s.key.readers,
             s.key.writers,
@@ -178,6 +215,8 @@ pub fn ramp_txt(r: &RampResult) -> String {
             f0(&s.client_read_p50_us),
             f0(&s.client_read_p99_us),
             f1(&s.device_read_iops),
+            or_dash(f2(&s.device_queue_depth)),
+            or_dash(f2(&s.device_reads_in_flight)),
             s.top_wait.as_deref().unwrap_or("-"),
             if s.status == crate::driver::RunStatus::Ok {
                 String::new()
@@ -216,8 +255,20 @@ pub fn ramp_txt(r: &RampResult) -> String {
     let _ = writeln!(
         o,
         "DB figures are the database's own counters over each window; client figures are dbio's HDR measurements; \
-         cv = coefficient of variation across repeats (`-` for a single repeat)."
+         cv = coefficient of variation across repeats (`-` for a single repeat); aqu-sz = the device's average queue; \
+         in flight = reads in flight at the device by Little's law (device reads/s x read wait), beside the readers."
     );
+    if r.steps.iter().any(|s| s.limiter.is_some()) {
+        let _ = writeln!(
+            o,
+            "Limited by (each step's verdict; its figures are in the step's result.json):"
+        );
+        for s in &r.steps {
+            if let Some(v) = &s.limiter {
+                let _ = writeln!(o, "  {:<12} {}", s.step, v.line);
+            }
+        }
+    }
     for w in &r.warnings {
         let _ = writeln!(o, "WARNING: {w}");
     }
@@ -508,7 +559,9 @@ pub fn ramp_html_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "client p99 µs",
         "device reads/s",
         "device/DB reads",
+        "in flight",
         "top wait",
+        "limited by",
     ];
     let rows = r
         .steps
@@ -531,7 +584,12 @@ pub fn ramp_html_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 s.physical_read_ratio
                     .map(|v| format!("{v:.2}"))
                     .unwrap_or_else(|| "-".into()),
+                or_dash(f2(&s.device_reads_in_flight)),
                 s.top_wait.clone().unwrap_or_else(|| "-".into()),
+                s.limiter
+                    .as_ref()
+                    .map(|v| v.line.clone())
+                    .unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -661,7 +719,13 @@ mod tests {
             read_histogram: String::new(),
             results: vec![],
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            stalled_ops: 0,
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 

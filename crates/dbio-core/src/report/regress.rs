@@ -75,6 +75,15 @@ pub fn refusal(base: &StepSet, current: &StepSet, accepted: &[String]) -> Option
             status.as_str()
         ));
     }
+    if let Some(s) = base.steps.iter().find(|s| s.stalled_ops > 0) {
+        return Some(format!(
+            "the baseline {} had {} operation(s) stalled when the window ended (step {}; see its warnings): \
+             a flagged run is never a baseline; use a run without stalls",
+            base.path.display(),
+            s.stalled_ops,
+            s.step
+        ));
+    }
     let open: Vec<String> = base
         .shape
         .differences(&current.shape)
@@ -354,7 +363,13 @@ mod tests {
             read_histogram: String::new(),
             results: vec![],
             warnings: vec![],
+            stalled_ops: 0,
             targets: vec![],
+            device_await_ms: None,
+            device_queue_depth: None,
+            device_reads_in_flight: None,
+            db_reads_in_flight: None,
+            limiter: None,
         }
     }
 
@@ -415,6 +430,24 @@ mod tests {
         assert!(
             rows.iter()
                 .any(|r| r.step == "r4-w0" && r.metric == "step" && r.regressed)
+        );
+    }
+
+    // A run whose operation stalled 3.26 s at the window's end was taken as a baseline (its
+    // latency figures cannot show the stall).
+    #[test]
+    fn a_run_with_a_stalled_operation_is_never_a_baseline() {
+        let mut base = set(vec![step(1, 1000.0, 100.0)]);
+        base.steps[0].stalled_ops = 1;
+        let cur = set(vec![step(1, 1000.0, 100.0)]);
+        let e = refusal(&base, &cur, &[]).expect("a stalled baseline is refused");
+        assert!(
+            e.contains("stalled") && e.contains("never a baseline"),
+            "{e}"
+        );
+        assert!(
+            refusal(&cur, &base, &[]).is_none(),
+            "it may be the current run"
         );
     }
 

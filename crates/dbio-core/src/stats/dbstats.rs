@@ -269,6 +269,11 @@ pub struct DeviceMetrics {
     /// elapsed ms).
     #[serde(default)]
     pub avg_queue_depth: Option<f64>,
+    /// % of the window the device had I/O in flight (iostat %util: ms doing I/O / elapsed
+    /// ms); near 100 for a device kept busy (a device that serves I/Os in parallel can do
+    /// more at 100%).
+    #[serde(default)]
+    pub busy_pct: Option<f64>,
     /// The data set's tables measured on this device (`schema.table` at their directory).
     #[serde(default)]
     pub tables: Vec<String>,
@@ -661,6 +666,7 @@ mod tests {
             read_mib_per_s: None,
             await_ms: None,
             avg_queue_depth: None,
+            busy_pct: None,
             tables: Vec::new(),
         }
     }

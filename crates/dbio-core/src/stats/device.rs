@@ -219,6 +219,10 @@ pub fn device_metrics(
         // iostat: aqu-sz = delta(weighted ms) / elapsed ms.
         avg_queue_depth: (seconds > 0.0)
             .then(|| d(after.weighted_ms, before.weighted_ms) / (seconds * 1000.0)),
+        // iostat: %util = delta(ms doing I/O) / elapsed ms.
+        busy_pct: (seconds > 0.0).then(|| {
+            (100.0 * d(after.ms_doing_io, before.ms_doing_io) / (seconds * 1000.0)).min(100.0)
+        }),
         tables: Vec::new(),
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dbio_core::limits::{AioSamples, Limits, OutstandingIo};
 use dbio_core::stats::dbstats::{
     CacheControl, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
     host_cache_warnings,
@@ -19,9 +20,12 @@ use tokio_postgres::Client;
 
 use super::metrics::{IoTiming, metrics, warnings};
 use super::snapshot::{Snapshot, pgss_available, take_snapshot};
+use crate::caps::{CapCounters, CapsProbe};
 use crate::conn::Target;
+use crate::cpu::{CpuProbe, CpuSnapshot};
 use crate::error::Result;
 use crate::host::{self, CpuTicks, HostAccess, IoCounts};
+use crate::residency::{Reading, ResidencyProbe};
 use crate::rights::RoleRights;
 use crate::sampler::{self, Sampler, SamplerOptions};
 use crate::sql;
@@ -36,6 +40,8 @@ pub struct Collected {
     pub host: Option<HostMetrics>,
     /// Figures missing for want of a right, with the GRANT for each.
     pub missing_rights: Vec<MissingRight>,
+    /// Residency, the server's cgroup I/O caps and CPU, its asynchronous I/O (the limiter's).
+    pub limits: Option<Limits>,
     pub warnings: Vec<String>,
 }
 
@@ -83,6 +89,85 @@ struct Started {
     disk: Option<DiskCounters>,
     cpu: Option<CpuTicks>,
     sampler: Sampler,
+    residency: Option<Reading>,
+    caps: CapCounters,
+    server_cpu: CpuSnapshot,
+}
+
+/// What the limiter needs read around the window (the server's collector only); each part
+/// that cannot be had is named with the reason.
+#[derive(Default)]
+struct LimitProbes {
+    residency: Option<ResidencyProbe>,
+    caps: Option<CapsProbe>,
+    cpu: Option<CpuProbe>,
+    null_reasons: BTreeMap<String, String>,
+    notes: Vec<String>,
+}
+
+impl LimitProbes {
+    async fn find(
+        client: &Client,
+        opts: &CollectorOptions,
+        superuser: bool,
+        data_dir: Option<&std::path::Path>,
+        access: Option<&HostAccess>,
+        device: Option<&Device>,
+        pid: Option<i32>,
+    ) -> LimitProbes {
+        let mut p = LimitProbes::default();
+        let local = match data_dir {
+            Some(d) => host::proven_local(client, d).await.map(|_| d.to_path_buf()),
+            None => {
+                Err("the role may not read data_directory (GRANT pg_read_all_settings)".to_string())
+            }
+        };
+        match ResidencyProbe::prepare(client, &opts.schemas, opts.block_size, superuser, local)
+            .await
+        {
+            Ok(r) => p.residency = Some(r),
+            Err(e) => {
+                p.null_reasons.insert(
+                    "residency".into(),
+                    format!("the data set's relations could not be listed: {e}"),
+                );
+            }
+        }
+        let Some(access) = access else {
+            let why = "the server's files cannot be read (see the device figures' note and missing_rights)";
+            p.null_reasons.insert("caps".into(), why.into());
+            p.null_reasons.insert("server_cpu".into(), why.into());
+            return p;
+        };
+        let Some(pid) = pid else {
+            let why = "the collector's backend pid could not be read";
+            p.null_reasons.insert("caps".into(), why.into());
+            p.null_reasons.insert("server_cpu".into(), why.into());
+            return p;
+        };
+        match device {
+            Some(d) => match CapsProbe::find(client, access, pid, d).await {
+                Ok(c) => p.caps = Some(c),
+                Err(e) => {
+                    p.null_reasons.insert("caps".into(), e);
+                }
+            },
+            None => {
+                p.null_reasons.insert(
+                    "caps".into(),
+                    "the device under the data set is not known (see the device figures' note)"
+                        .into(),
+                );
+            }
+        }
+        match CpuProbe::find(client, access, pid).await {
+            Ok(c) => p.cpu = Some(c),
+            Err(e) => {
+                p.null_reasons.insert("server_cpu".into(), e);
+            }
+        }
+        p
+    }
 }
 
 /// The collector around one run window: `begin` just before the window opens (drop caches,
@@ -114,6 +199,7 @@ pub struct WindowCollector {
     shard_of_many: bool,
     /// When the connection was made (13/14 publish its statistics at most every 500 ms).
     connected_at: std::time::Instant,
+    limits: LimitProbes,
 }
 
 /// What a collector measures.
@@ -167,10 +253,20 @@ impl WindowCollector {
             .and_then(|r| r.try_get::<_, Option<String>>(0).ok().flatten())
             .map(PathBuf::from);
         let (access, device) = match opts.scope {
-            Scope::Server => locate(&client, &opts, rights.as_ref(), data_dir, &mut notes).await,
+            Scope::Server => {
+                locate(
+                    &client,
+                    &opts,
+                    rights.as_ref(),
+                    data_dir.clone(),
+                    &mut notes,
+                )
+                .await
+            }
             Scope::Sessions => {
                 let mut why_not = Vec::new();
-                let access = host_access(&client, rights.as_ref(), data_dir, &mut why_not).await;
+                let access =
+                    host_access(&client, rights.as_ref(), data_dir.clone(), &mut why_not).await;
                 if access.is_none() {
                     notes.push(format!(
                         "this shard's sessions' physical reads are null: {}. See missing_rights for the GRANT",
@@ -183,6 +279,21 @@ impl WindowCollector {
         let memory_cap = match (&access, opts.scope) {
             (Some(a), Scope::Server) => host::memory_cap(&client, a).await,
             _ => None,
+        };
+        let limits = match opts.scope {
+            Scope::Server => {
+                LimitProbes::find(
+                    &client,
+                    &opts,
+                    rights.as_ref().is_some_and(|r| r.superuser),
+                    data_dir.as_deref(),
+                    access.as_ref(),
+                    device.as_ref().map(|m| &m.device),
+                    collector_pid,
+                )
+                .await
+            }
+            Scope::Sessions => LimitProbes::default(),
         };
         let cache_control = if opts.drop_caches {
             CacheControl::DroppedPageCache
@@ -213,6 +324,7 @@ impl WindowCollector {
             scope: opts.scope,
             shard_of_many: opts.shard_of_many,
             connected_at: std::time::Instant::now(),
+            limits,
         })
     }
 
@@ -269,6 +381,19 @@ impl WindowCollector {
         if self.drop_caches && self.scope == Scope::Server {
             device::drop_page_cache()?;
         }
+        // The caches first (pg_buffercache and the files' pages), then the counters.
+        let residency = match &self.limits.residency {
+            Some(p) => Some(p.read(&self.client, &mut self.limits.notes).await),
+            None => None,
+        };
+        let caps = match (&self.limits.caps, &self.access) {
+            (Some(p), Some(a)) => p.counters(&self.client, a).await,
+            _ => CapCounters::default(),
+        };
+        let server_cpu = match &self.limits.cpu {
+            Some(p) => p.read(&self.client).await,
+            None => CpuSnapshot::default(),
+        };
         let disk = self.read_disk().await;
         let cpu = self.read_cpu().await;
         let io_before = self.read_io().await;
@@ -299,6 +424,9 @@ impl WindowCollector {
             disk,
             cpu,
             sampler,
+            residency,
+            caps,
+            server_cpu,
         });
         Ok(())
     }
@@ -319,8 +447,15 @@ impl WindowCollector {
             );
             return out;
         };
-        // The sampler stops with the window: the waits are the window's.
+        // The sampler stops with the window: the waits are the window's. So are the CPU
+        // readings: the host's /proc/stat now, not after the waits below (idle time would
+        // dilute its busy share).
         let mut samples = started.sampler.stop().await;
+        let cpu_after = self.read_cpu().await;
+        let server_stat = match &self.limits.cpu {
+            Some(p) => p.read_stat(&self.client).await,
+            None => None,
+        };
         // One deadline for every read after the window: a server that stopped answering
         // must not keep the result from being written.
         let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
@@ -371,30 +506,46 @@ impl WindowCollector {
                 }
             }
         };
+        let mut residency_notes = std::mem::take(&mut self.limits.notes);
         let host_reads = async {
             let disk = self.read_disk().await;
-            let cpu = self.read_cpu().await;
             let io = self.read_io().await;
             let meminfo = match (&self.access, self.scope) {
                 (Some(a), Scope::Server) => a.read(&self.client, "/proc/meminfo").await.ok(),
                 _ => None,
             };
-            (disk, cpu, io, meminfo)
+            let residency = match &self.limits.residency {
+                Some(p) => Some(p.read(&self.client, &mut residency_notes).await),
+                None => None,
+            };
+            let caps = match (&self.limits.caps, &self.access) {
+                (Some(p), Some(a)) => p.counters(&self.client, a).await,
+                _ => CapCounters::default(),
+            };
+            let server_cpu = match &self.limits.cpu {
+                Some(p) => Some(p.read_after(&self.client, server_stat).await),
+                None => None,
+            };
+            (disk, io, meminfo, residency, caps, server_cpu)
         };
-        let (disk_after, cpu_after, io_after, meminfo) = match tokio::time::timeout_at(
-            deadline, host_reads,
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => {
-                out.warnings.push(format!(
+        let (disk_after, io_after, meminfo, residency_after, caps_after, server_cpu_after) =
+            match tokio::time::timeout_at(deadline, host_reads).await {
+                Ok(r) => r,
+                Err(_) => {
+                    out.warnings.push(format!(
                         "device and host figures are null: the server did not answer their reading within {} s",
                         AFTER_SNAPSHOT_TIMEOUT.as_secs()
                     ));
-                (None, None, BTreeMap::new(), None)
-            }
-        };
+                    (
+                        None,
+                        BTreeMap::new(),
+                        None,
+                        None,
+                        CapCounters::default(),
+                        None,
+                    )
+                }
+            };
         samples.pid_io.record(&io_after);
         // The "before" snapshot's commit, the collector's statements until the "after" one,
         // and the sampler's: dbio's own, not the workload's.
@@ -435,6 +586,21 @@ impl WindowCollector {
                 meminfo.as_deref(),
             ));
         }
+        if self.scope == Scope::Server {
+            out.limits = Some(self.limits(
+                (
+                    started.residency.as_ref(),
+                    started.caps,
+                    &started.server_cpu,
+                ),
+                residency_after,
+                caps_after,
+                server_cpu_after,
+                residency_notes,
+                &samples,
+                window_s,
+            ));
+        }
         if samples.errors > 0 {
             out.warnings.push(format!(
                 "{} wait samples failed (of {})",
@@ -467,6 +633,72 @@ impl WindowCollector {
         ));
         out.db = Some(m);
         out
+    }
+
+    /// The limiter's figures over the window, each part that could not be had named with
+    /// its reason.
+    #[allow(clippy::too_many_arguments)]
+    fn limits(
+        &self,
+        (residency_before, caps_before, cpu_before): (Option<&Reading>, CapCounters, &CpuSnapshot),
+        residency_after: Option<Reading>,
+        caps_after: CapCounters,
+        server_cpu_after: Option<CpuSnapshot>,
+        residency_notes: Vec<String>,
+        samples: &sampler::Samples,
+        window_s: f64,
+    ) -> Limits {
+        let mut l = Limits {
+            null_reasons: self.limits.null_reasons.clone(),
+            ..Limits::default()
+        };
+        if let (Some(p), Some(before), Some(after)) =
+            (&self.limits.residency, residency_before, &residency_after)
+        {
+            l.residency = Some(p.residency(before, after, residency_notes));
+        } else if self.limits.residency.is_some() {
+            l.null_because(
+                "residency",
+                "the server did not answer its reading after the window",
+            );
+        }
+        if let Some(p) = &self.limits.caps {
+            l.caps = Some(p.caps(caps_before, caps_after, window_s));
+        }
+        match (&self.limits.cpu, server_cpu_after) {
+            (Some(p), Some(after)) => match p.server_cpu(cpu_before, &after, window_s) {
+                Some(c) => l.server_cpu = Some(c),
+                None => l.null_because(
+                    "server_cpu",
+                    "the server's /proc/stat could not be read around the window",
+                ),
+            },
+            (Some(_), None) => {
+                l.null_because("server_cpu", "the server did not answer after the window")
+            }
+            (None, _) => {}
+        }
+        if self.major >= 18 {
+            let a = &samples.aio;
+            if a.samples > 0 {
+                l.outstanding = Some(OutstandingIo {
+                    aio: Some(AioSamples {
+                        source: "pg_aios, sampled with the waits (handles of dbio's sessions defined, staged or submitted)"
+                            .into(),
+                        samples: a.samples,
+                        mean_in_flight: a.sum as f64 / a.samples as f64,
+                        max_in_flight: a.max,
+                    }),
+                    ..OutstandingIo::default()
+                });
+            } else if let Some(e) = &a.error {
+                l.null_because(
+                    "outstanding.aio",
+                    format!("pg_aios could not be read ({e}): GRANT pg_read_all_stats to the role"),
+                );
+            }
+        }
+        l
     }
 
     /// The database host's figures over the window: what the sessions' backends (and, for
