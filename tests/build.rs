@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const NPM_MAJORS: [u32; 5] = [13, 14, 16, 17, 18];
 
 fn main() {
-    for var in ["CI", "DBIO_TEST_ORACLE_DSN"] {
+    for var in ["CI", "DBIO_TEST_ORACLE_DSN", "DBIO_TEST_VENV"] {
         println!("cargo::rerun-if-env-changed={var}");
     }
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
@@ -33,6 +33,27 @@ fn main() {
     }
     probes.push(("dev_shm".into(), Path::new("/dev/shm").is_dir()));
     probes.push(("block_device".into(), has_block_device()));
+    // The container tests: podman with runc, and debootstrap for the base image (Debian's
+    // packages put them here).
+    for installed in ["/usr/bin/podman", "/usr/sbin/runc", "/usr/sbin/debootstrap"] {
+        println!("cargo::rerun-if-changed={installed}");
+    }
+    probes.push((
+        "podman".into(),
+        ["podman", "runc", "debootstrap"].iter().all(|t| on_path(t)),
+    ));
+    // The PyPI tools scripts/test.sh installs into .dbio/venv.
+    let venv = std::env::var_os("DBIO_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../.dbio/venv"));
+    for (name, tool) in [
+        ("podman_compose", "podman-compose"),
+        ("kubernetes_validate", "kubernetes-validate"),
+    ] {
+        let path = venv.join("bin").join(tool);
+        println!("cargo::rerun-if-changed={}", path.display());
+        probes.push((name.into(), path.is_file()));
+    }
     probes.push(("pgfincore".into(), has_pgfincore()));
 
     for (name, present) in probes {
@@ -67,6 +88,14 @@ fn is_root() -> bool {
                 .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
         })
         .unwrap_or(false)
+}
+
+/// A command on PATH, or in /usr/sbin (debootstrap) for a user whose PATH lacks it.
+fn on_path(tool: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .any(|d| d.join(tool).is_file())
 }
 
 /// pgfincore for a Debian PostgreSQL server (postgresql-NN-pgfincore; scripts/test.sh

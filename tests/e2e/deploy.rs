@@ -1,6 +1,8 @@
-//! deploy/: no cluster and no container engine run here, so the Kubernetes manifests are
-//! checked for the structure a sharded run depends on, and the Dockerfile's build line is run
-//! as written (the image's binary is that build's output).
+//! deploy/: no Kubernetes cluster runs here, so the manifests are checked for the structure a
+//! sharded run depends on and validated offline against the API's schemas
+//! (kubernetes-validate --strict, 1.25 to 1.37), and the Dockerfile's build line is run as
+//! written (the image's binary is that build's output). Their command lines run in dbio's
+//! image in tests/e2e/container.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -212,5 +214,104 @@ fn the_dockerfile_s_cargo_build_line_builds_a_working_dbio() {
         String::from_utf8_lossy(&help.stdout).contains("--max-skew"),
         "{}",
         String::from_utf8_lossy(&help.stdout)
+    );
+}
+
+/// Both Jobs' pod specs.
+fn pod_specs() -> Vec<(String, Value)> {
+    [
+        "deploy/k8s/dbio-sharded-job.yaml",
+        "deploy/k8s/dbio-merge-job.yaml",
+    ]
+    .iter()
+    .map(|p| (p.to_string(), yaml(p)["spec"]["template"]["spec"].clone()))
+    .collect()
+}
+
+// Before: the pods ran as the image's user on a claim a root-owned volume made unwritable
+// ("Permission denied"), and `image: dbio:latest` meant a pull from a public registry on
+// every start (policy Always for :latest).
+#[test]
+fn the_jobs_run_as_non_root_on_a_writable_claim_with_the_image_they_are_given() {
+    for (path, pod) in pod_specs() {
+        let sc = &pod["securityContext"];
+        assert_eq!(sc["runAsNonRoot"], true, "{path}");
+        // deploy/Dockerfile's USER.
+        assert_eq!(sc["runAsUser"], 65532, "{path}");
+        assert_eq!(
+            sc["fsGroup"], 65532,
+            "{path}: the claim's files are the pods' group's"
+        );
+        let c = &pod["containers"][0];
+        assert_eq!(c["imagePullPolicy"], "IfNotPresent", "{path}");
+        assert_eq!(
+            c["image"], "localhost/dbio:latest",
+            "{path}: deploy/images.sh's name"
+        );
+        assert_eq!(
+            c["securityContext"]["readOnlyRootFilesystem"], true,
+            "{path}"
+        );
+        let requests = &c["resources"]["requests"];
+        assert!(
+            requests["cpu"].is_string() && requests["memory"].is_string(),
+            "{path}: {requests}"
+        );
+        // A read-only root: $TMPDIR (the fallback for a result /results cannot take) is a
+        // volume of its own.
+        let mounts = c["volumeMounts"].to_string();
+        assert!(mounts.contains("\"/tmp\""), "{path}: {mounts}");
+    }
+    let readme = std::fs::read_to_string(repo().join("deploy/README.md")).unwrap();
+    assert!(
+        readme.contains("localhost/dbio:latest") && readme.contains("image:"),
+        "deploy/README.md says which image name to set"
+    );
+}
+
+// The manifests are valid Kubernetes objects for every version from 1.25 to 1.37, checked
+// offline against the API's OpenAPI schemas with unknown fields refused (--strict); a typo
+// in a field name fails that check.
+#[test]
+#[cfg_attr(
+    dbio_missing_kubernetes_validate,
+    ignore = "needs kubernetes-validate (scripts/test.sh installs it into .dbio/venv)"
+)]
+fn the_manifests_pass_kubernetes_validate_strict_from_1_25_to_1_37() {
+    let tool = dbio_tests::containers::require_venv_tool("kubernetes-validate");
+    let files = [
+        repo().join("deploy/k8s/dbio-sharded-job.yaml"),
+        repo().join("deploy/k8s/dbio-merge-job.yaml"),
+    ];
+    let validate = |version: &str, files: &[PathBuf]| {
+        Command::new(&tool)
+            .args(["--strict", "--no-warn", "-k", version])
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    for minor in 25..=37 {
+        let version = format!("1.{minor}.0");
+        let out = validate(&version, &files);
+        assert!(
+            out.status.success(),
+            "{version}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.matches("passed").count(), 2, "{version}: {said}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.yaml");
+    let text = std::fs::read_to_string(&files[1])
+        .unwrap()
+        .replace("imagePullPolicy:", "imagePulPolicy:");
+    std::fs::write(&typo, text).unwrap();
+    let out = validate("1.37.0", &[typo]);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }

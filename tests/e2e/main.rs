@@ -6,6 +6,7 @@ mod calibrate;
 mod collector;
 mod comparability;
 mod connection;
+mod container;
 mod dataset;
 mod deploy;
 mod faults;

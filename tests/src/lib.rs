@@ -2,6 +2,8 @@
 //! manager `dbio scratch` uses), a client to read the server's own state, and the real `dbio`
 //! binary to drive.
 
+pub mod containers;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -211,6 +211,19 @@ pub enum Command {
     /// are refused.
     Merge(crate::cmd::merge::MergeArgs),
 
+    /// The nightly performance gate: a PostgreSQL to measure, `setup`, the ramp recorded in
+    /// the results store, then `history check` (exit 0 ok, 1 regression or failed ramp, 2 bad
+    /// input or a server that did not start).
+    ///
+    /// The server: --dsn; or with --container podman|docker a fresh container (image, port,
+    /// shared_buffers, memory cap and settings from the config's container: section; the
+    /// host's network, 127.0.0.1 only; a volume of its own for the data; removed with its
+    /// volumes at the end, its log kept as server.log in the night's folder; a server that
+    /// does not come up is exit 2 with its last log lines); else a scratch cluster. Each
+    /// night's files go to RESULTS/<UTC timestamp>/ (ramp files and junit.xml), recorded in
+    /// the store. scripts/nightly.sh calls it.
+    Nightly(crate::cmd::nightly::NightlyArgs),
+
     /// Re-render a result.json or a ramp.json (or a folder holding one): text (report.txt or
     /// ramp.txt), json (the document), csv (the awr_info line of a run; ramp.csv of a ramp)
     /// or html (a ramp's report.html, charts inline).

@@ -6,6 +6,7 @@ mod term;
 
 mod args;
 mod cmd;
+mod container;
 mod effective;
 mod oracle;
 mod progress;

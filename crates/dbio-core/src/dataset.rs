@@ -60,14 +60,60 @@ pub fn schema_name(prefix: &str, index: u32) -> String {
     format!("{prefix}{index}")
 }
 
+/// The RAM the server's page cache may use: its host's (MemTotal), or the limit of its
+/// memory cgroup when that is lower (a container's memory cap), which the kernel enforces on
+/// the page cache the server's reads fill as on the rest of its memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerRam {
+    pub bytes: u64,
+    /// The database host's RAM (/proc/meminfo MemTotal).
+    pub host_bytes: u64,
+    /// The cgroup file `bytes` was read from, when the server's memory is capped below the
+    /// host's RAM (memory.max on cgroup v2, memory.limit_in_bytes on v1).
+    pub cgroup_file: Option<String>,
+}
+
+impl ServerRam {
+    /// The host's RAM, capped at `cap` (bytes, file) when that is lower.
+    pub fn new(host_bytes: u64, cap: Option<(u64, String)>) -> ServerRam {
+        match cap {
+            Some((bytes, file)) if bytes < host_bytes => ServerRam {
+                bytes,
+                host_bytes,
+                cgroup_file: Some(file),
+            },
+            _ => ServerRam {
+                bytes: host_bytes,
+                host_bytes,
+                cgroup_file: None,
+            },
+        }
+    }
+
+    /// "the database host's RAM (23.5 GiB)", or the cap and where it was read.
+    pub fn describe(&self) -> String {
+        match &self.cgroup_file {
+            None => format!("the database host's RAM ({})", format_bytes(self.bytes)),
+            Some(file) => format!(
+                "the server's memory cap ({}, its cgroup's {file}; the host has {})",
+                format_bytes(self.bytes),
+                format_bytes(self.host_bytes)
+            ),
+        }
+    }
+}
+
 /// Whether a data set of `data_bytes` will be read from storage, judged against the database
-/// buffer cache and (for a server on this host) the RAM that the OS page cache can use.
+/// buffer cache and (when the database host's can be read) the RAM that the OS page cache can use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizingVerdict {
     pub data_bytes: u64,
     pub shared_buffers_bytes: u64,
-    /// RAM of the server's host, when the server runs on this host.
+    /// The RAM the server's page cache may use (its memory cap when capped), when known.
     pub host_ram_bytes: Option<u64>,
+    /// Set when `host_ram_bytes` is the server's memory cgroup limit: the file it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_cgroup_file: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -79,7 +125,7 @@ pub const MIN_BUFFER_MULTIPLE: u64 = 4;
 pub fn judge_size(
     data_bytes: u64,
     shared_buffers_bytes: u64,
-    host_ram_bytes: Option<u64>,
+    ram: Option<&ServerRam>,
     drop_caches: bool,
 ) -> SizingVerdict {
     let mut warnings = Vec::new();
@@ -92,8 +138,8 @@ pub fn judge_size(
             format_bytes(shared_buffers_bytes)
         ));
     }
-    if let Some(ram) = host_ram_bytes
-        && data_bytes < ram
+    if let Some(ram) = ram
+        && data_bytes < ram.bytes
     {
         let advice = if drop_caches {
             "collector.drop_caches is on, so each run starts with a cold page cache, but blocks read once \
@@ -107,16 +153,17 @@ pub fn judge_size(
              option)."
         };
         warnings.push(format!(
-            "the data set ({}) is smaller than this host's RAM ({}): PostgreSQL reads through the OS page \
+            "the data set ({}) is smaller than {}: PostgreSQL reads through the OS page \
              cache, so many \"reads\" will be served from memory, not the device. {advice}",
             format_bytes(data_bytes),
-            format_bytes(ram)
+            ram.describe()
         ));
     }
     SizingVerdict {
         data_bytes,
         shared_buffers_bytes,
-        host_ram_bytes,
+        host_ram_bytes: ram.map(|r| r.bytes),
+        ram_cgroup_file: ram.and_then(|r| r.cgroup_file.clone()),
         warnings,
     }
 }
@@ -354,16 +401,46 @@ mod tests {
             "{}",
             v.warnings[0]
         );
-        let v = judge_size(1 << 30, 32 << 20, Some(24 << 30), false);
+        let host = ServerRam::new(24 << 30, None);
+        let v = judge_size(1 << 30, 32 << 20, Some(&host), false);
         assert_eq!(v.warnings.len(), 1);
         assert!(v.warnings[0].contains("page cache"));
-        let cold = judge_size(1 << 30, 32 << 20, Some(24 << 30), true);
+        assert!(
+            v.warnings[0].contains("the database host's RAM (24.0 GiB)"),
+            "{}",
+            v.warnings[0]
+        );
+        // A container's memory cap is the RAM its page cache may use: 1 GiB does not fit in
+        // 256 MiB, and 128 MiB does, whatever the host has.
+        let capped = ServerRam::new(
+            24 << 30,
+            Some((
+                256 << 20,
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes".into(),
+            )),
+        );
+        assert!(
+            judge_size(1 << 30, 16 << 20, Some(&capped), false)
+                .warnings
+                .is_empty()
+        );
+        let v = judge_size(128 << 20, 16 << 20, Some(&capped), false);
+        assert_eq!(v.host_ram_bytes, Some(256 << 20));
+        assert!(
+            v.warnings[0].contains("the server's memory cap (256.0 MiB, its cgroup's /sys/fs/cgroup/memory/memory.limit_in_bytes; the host has 24.0 GiB)"),
+            "{}",
+            v.warnings[0]
+        );
+        // A "limit" above the host's RAM (v1's unlimited) caps nothing.
+        let unlimited = ServerRam::new(24 << 30, Some((0x7FFF_FFFF_FFFF_F000, "x".into())));
+        assert_eq!((unlimited.bytes, unlimited.cgroup_file), (24 << 30, None));
+        let cold = judge_size(1 << 30, 32 << 20, Some(&host), true);
         assert!(
             cold.warnings[0].contains("drop_caches is on") && !cold.warnings[0].contains("echo 3"),
             "{}",
             cold.warnings[0]
         );
-        let v = judge_size(32 << 30, 32 << 20, Some(24 << 30), false);
+        let v = judge_size(32 << 30, 32 << 20, Some(&host), false);
         assert!(v.warnings.is_empty());
     }
 

@@ -11,11 +11,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use dbio_core::dataset::ServerRam;
 use dbio_core::stats::device::{self, Device};
 use futures_util::future::join_all;
 use tokio_postgres::Client;
 
-use crate::sql;
+use crate::{cgroup, sql};
 
 /// The server's own words for a failed statement.
 fn db_message(e: &tokio_postgres::Error) -> String {
@@ -29,8 +30,9 @@ fn db_message(e: &tokio_postgres::Error) -> String {
 pub enum HostAccess {
     /// The server's own files, through `pg_read_file` on the connection.
     Server,
-    /// This host's files: the server was proven to run here (`proof` says how).
-    Local { proof: String },
+    /// This host's files: the server was proven to run here as process `pid` (`proof`
+    /// says how).
+    Local { pid: i32, proof: String },
 }
 
 impl HostAccess {
@@ -40,7 +42,7 @@ impl HostAccess {
             HostAccess::Server => {
                 "the server's /proc, read through the connection (pg_read_file)".to_string()
             }
-            HostAccess::Local { proof } => format!("this host's /proc ({proof})"),
+            HostAccess::Local { proof, .. } => format!("this host's /proc ({proof})"),
         }
     }
 
@@ -59,6 +61,22 @@ impl HostAccess {
             HostAccess::Local { .. } => std::fs::read_to_string(path).map_err(|e| e.to_string()),
         }
     }
+
+    /// A small file that may not be there (None then). Through the connection a missing file
+    /// is NULL rather than an ERROR in the server's log; a role allowed only pg_read_file(text)
+    /// is asked that way instead.
+    pub async fn read_if_exists(&self, client: &Client, path: &str) -> Option<String> {
+        match self {
+            HostAccess::Server => match client
+                .query_one(sql::READ_SERVER_FILE_IF_EXISTS, &[&path])
+                .await
+            {
+                Ok(row) => row.try_get::<_, Option<String>>(0).ok().flatten(),
+                Err(_) => self.read(client, path).await.ok(),
+            },
+            HostAccess::Local { .. } => std::fs::read_to_string(path).ok(),
+        }
+    }
 }
 
 /// The server's files are readable through the connection (superuser, or
@@ -71,9 +89,11 @@ pub async fn server_files_readable(client: &Client) -> Result<(), String> {
 }
 
 /// The server runs on this host when its data directory's postmaster.pid, read here, names
-/// the server's port and start time (as the server reports them) and a pid this host's
-/// /proc lists: a host name or a loopback address proves nothing (a container, a tunnel).
-pub async fn proven_local(client: &Client, data_dir: &Path) -> Result<String, String> {
+/// the server's port and start time (as the server reports them) and a pid that is, on this
+/// host, that server's process (`is_the_server`): a host name or a loopback address proves
+/// nothing (a container, a tunnel), and neither does a pid that this host's /proc lists (in
+/// another PID namespace the same number is another process). Returns the pid and the proof.
+pub async fn proven_local(client: &Client, data_dir: &Path) -> Result<(i32, String), String> {
     let pid_file = data_dir.join("postmaster.pid");
     let text = std::fs::read_to_string(&pid_file)
         .map_err(|e| format!("{} is not readable here: {e}", pid_file.display()))?;
@@ -107,10 +127,88 @@ pub async fn proven_local(client: &Client, data_dir: &Path) -> Result<String, St
             pid_file.display()
         ));
     }
-    Ok(format!(
-        "server proven local: {} names port {port}, the server's start time and pid {pid}",
-        pid_file.display()
+    let how = is_the_server(pid, data_dir, server_start).map_err(|e| {
+        format!(
+            "{} names pid {pid}, but {e}: the server runs in another PID namespace (a container?) \
+             and this host's /proc/{pid} is not its process",
+            pid_file.display()
+        )
+    })?;
+    Ok((
+        pid,
+        format!(
+            "server proven local: {} names port {port}, the server's start time and pid {pid}, {how}",
+            pid_file.display()
+        ),
     ))
+}
+
+/// Whether process `pid` of this host is the server of `data_dir` that started at
+/// `server_start` (epoch s). A postmaster works in its data directory (postmaster.c,
+/// ChangeToDataDir), so its working folder, /proc/<pid>/cwd, is the data directory: the
+/// same device and inode from both sides. Where that link may not be followed (another
+/// user's process, without root) the process must run postgres and have started within 2 s
+/// of the server's start time. Returns how it was proven, or what differs.
+fn is_the_server(pid: i32, data_dir: &Path, server_start: f64) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata(data_dir)
+        .map_err(|e| format!("{} cannot be examined here: {e}", data_dir.display()))?;
+    let cwd = format!("/proc/{pid}/cwd");
+    match std::fs::metadata(&cwd) {
+        Ok(theirs) if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) => Ok(format!(
+            "whose working folder is the data directory (device {}:{}, inode {})",
+            libc::major(ours.dev()),
+            libc::minor(ours.dev()),
+            ours.ino()
+        )),
+        Ok(_) => Err(format!(
+            "that process works in {}, not in the data directory",
+            std::fs::read_link(&cwd)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|e| format!("a folder that cannot be named ({e})"))
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+            let name = Path::new(std::str::from_utf8(program).unwrap_or_default())
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name != "postgres" && name != "postmaster" {
+                return Err(format!("that process runs `{name}`, not postgres"));
+            }
+            let started = process_start(pid)
+                .ok_or_else(|| format!("/proc/{pid}/stat gives no start time"))?;
+            if (started - server_start).abs() > 2.0 {
+                return Err(format!(
+                    "that process started at {started:.0}, the server at {server_start:.0}"
+                ));
+            }
+            Ok(format!(
+                "which runs postgres and started with the server (its working folder may not be read: {e})"
+            ))
+        }
+        Err(e) => Err(format!("{cwd} cannot be examined: {e}")),
+    }
+}
+
+/// When process `pid` started, in seconds since the epoch: /proc/<pid>/stat's starttime
+/// (clock ticks after boot, field 22) plus /proc/stat's btime (proc_pid_stat(5)).
+fn process_start(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces: fields after the last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks: f64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let btime: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| btime + ticks / hz as f64)
 }
 
 /// The directory each of `schemas`' cf1 lives in: its tablespace's location, or the data
@@ -327,21 +425,41 @@ pub fn parse_meminfo(text: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
     (kb("MemTotal:"), kb("MemAvailable:"), kb("Cached:"))
 }
 
-/// The server host's RAM (MemTotal), read through the connection when the role may read
-/// server files, else None.
-pub async fn server_ram_bytes(client: &Client) -> Option<u64> {
-    let text = HostAccess::Server
-        .read(client, "/proc/meminfo")
-        .await
-        .ok()?;
-    parse_meminfo(&text).0
+/// The server's memory cgroup limit, when one is set: the lowest over its cgroup and that
+/// cgroup's ancestors (`cgroup::controller_dirs`). Through the connection: the server's own
+/// /proc/self/cgroup and mountinfo; for a server proven local: its /proc/<pid>/cgroup with
+/// this host's mountinfo (both relative to this host's namespaces).
+pub async fn memory_cap(client: &Client, access: &HostAccess) -> Option<cgroup::MemoryCap> {
+    let own = match access {
+        HostAccess::Server => "/proc/self/cgroup".to_string(),
+        HostAccess::Local { pid, .. } => format!("/proc/{pid}/cgroup"),
+    };
+    let proc_cgroup = access.read(client, &own).await.ok()?;
+    let mountinfo = access.read(client, "/proc/self/mountinfo").await.ok()?;
+    let mut read = Vec::new();
+    for dir in cgroup::controller_dirs("memory", &proc_cgroup, &mountinfo) {
+        let file = cgroup::memory_limit_file(&dir);
+        if let Some(text) = access.read_if_exists(client, &file).await {
+            read.push((file, text));
+        }
+    }
+    cgroup::lowest_limit(read.iter().map(|(f, t)| (f.clone(), t.as_str())))
 }
 
-/// The RAM of the host the server runs on, for the sizing warnings: its /proc/meminfo
-/// through the connection when the role may, else this host's when the server is proven to
-/// run here (`proven_local`), else None (the warning then does not guess).
-pub async fn database_host_ram_bytes(client: &Client) -> Option<u64> {
-    if let Some(r) = server_ram_bytes(client).await {
+/// The RAM the server's page cache may use, read through `access`: the host's MemTotal, or
+/// the server's memory cgroup limit when lower (a container's cap).
+pub async fn server_ram(client: &Client, access: &HostAccess) -> Option<ServerRam> {
+    let meminfo = access.read(client, "/proc/meminfo").await.ok()?;
+    let host = parse_meminfo(&meminfo).0?;
+    let cap = memory_cap(client, access).await;
+    Some(ServerRam::new(host, cap.map(|c| (c.bytes, c.file))))
+}
+
+/// The server's RAM for the sizing warnings: read through the connection when the role may
+/// read server files, else from this host when the server is proven to run here
+/// (`proven_local`), else None (the warning then does not guess).
+pub async fn database_host_ram(client: &Client) -> Option<ServerRam> {
+    if let Some(r) = server_ram(client, &HostAccess::Server).await {
         return Some(r);
     }
     let dir: String = client
@@ -350,8 +468,8 @@ pub async fn database_host_ram_bytes(client: &Client) -> Option<u64> {
         .ok()??
         .try_get(0)
         .ok()?;
-    proven_local(client, Path::new(&dir)).await.ok()?;
-    dbio_core::dataset::host_ram_bytes()
+    let (pid, proof) = proven_local(client, Path::new(&dir)).await.ok()?;
+    server_ram(client, &HostAccess::Local { pid, proof }).await
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod caps;
+pub mod cgroup;
 pub mod check;
 pub mod collector;
 pub mod conn;

@@ -202,16 +202,22 @@ pub async fn setup(
     outcomes.sort_by_key(|o| schema_index(&o.schema, &plan.prefix));
     let data_bytes = plan.table_bytes();
     // With O_DIRECT reads the page cache does not serve them: RAM does not matter. The RAM
-    // is the database host's (its /proc, or this host's when the server is proven local).
+    // is the database host's (its /proc, or this host's when the server is proven local),
+    // or the server's memory cgroup limit when lower.
     let ram = if info.direct_io {
         None
     } else {
-        crate::host::database_host_ram_bytes(&admin).await
+        crate::host::database_host_ram(&admin).await
     };
     Ok(LoadSummary {
         schemas: outcomes,
         seconds: secs(started.elapsed()),
-        sizing: judge_size(data_bytes, info.shared_buffers_bytes, ram, opts.drop_caches),
+        sizing: judge_size(
+            data_bytes,
+            info.shared_buffers_bytes,
+            ram.as_ref(),
+            opts.drop_caches,
+        ),
     })
 }
 

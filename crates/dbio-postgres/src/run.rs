@@ -141,17 +141,18 @@ pub async fn preflight(
     }
     let direct_io = info.direct_io;
     // The server's RAM decides whether the page cache can hold the data set: read from the
-    // server's /proc when the role may, else this host's when the server is proven local.
+    // server's /proc when the role may, else this host's when the server is proven local;
+    // its memory cgroup's limit when that is lower (a container's cap).
     let ram = if direct_io {
         None
     } else {
-        crate::host::database_host_ram_bytes(&client).await
+        crate::host::database_host_ram(&client).await
     };
     warnings.extend(
         judge_size(
             plan.table_bytes(),
             info.shared_buffers_bytes,
-            ram,
+            ram.as_ref(),
             config.collector.drop_caches,
         )
         .warnings,

@@ -555,6 +555,10 @@ pub const LOCK_HOLDERS: &str = "SELECT l.pid, l.mode, l.granted, a.application_n
 /// pg_read_file(text) (PostgreSQL 11+, commit e79350fef).
 pub const READ_SERVER_FILE: &str = "SELECT pg_read_file($1)";
 
+/// A small server file that may not exist (a cgroup's limit file): NULL, not an error in the
+/// server's log, when it is missing (pg_read_file's missing_ok, PostgreSQL 9.5+).
+pub const READ_SERVER_FILE_IF_EXISTS: &str = "SELECT pg_read_file($1, 0, 1048576, true)";
+
 /// /proc/<pid>/io of each live pid of `$1` (a pid pg_stat_activity lists is a live backend
 /// or server process of this cluster).
 pub const READ_PID_IO: &str = "SELECT pid, pg_read_file('/proc/' || pid || '/io') \

@@ -12,6 +12,7 @@ pub(crate) mod history;
 mod list;
 mod man;
 pub(crate) mod merge;
+pub(crate) mod nightly;
 pub(crate) mod output;
 mod quickstart;
 mod ramp;
@@ -98,6 +99,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             quiet,
         ),
         Command::Merge(args) => merge::merge_cmd(args, quiet),
+        Command::Nightly(args) => nightly::nightly_cmd(args, quiet).await,
         Command::Report { result, format } => report::report_cmd(&result, &format),
         Command::Config {
             config,

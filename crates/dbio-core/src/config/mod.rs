@@ -48,32 +48,120 @@ pub struct Config {
     pub regress: thresholds::RegressConfig,
     /// How `dbio history check` decides.
     pub history: history::HistoryConfig,
-    /// The PostgreSQL container scripts/nightly.sh starts when docker or podman is there.
+    /// The PostgreSQL container `dbio nightly --container ENGINE` starts (and the scratch
+    /// cluster's shared_buffers otherwise).
     pub container: ContainerConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContainerConfig {
+    /// The server's image: dbio's (deploy/images.sh builds it without a registry) or any
+    /// that takes POSTGRES_PASSWORD and PGDATA and runs `postgres -c NAME=VALUE ...` as its
+    /// command, as the widely used postgres image does.
     pub image: String,
-    /// Host port mapped to the container's 5432 (on 127.0.0.1).
+    /// The server's port on 127.0.0.1 (the container shares the host's network).
     pub port: u16,
     pub shared_buffers: SizeSpec,
-    /// More server settings, passed as `-c name=value`.
+    /// The container's memory cap, which the kernel applies to the page cache the server's
+    /// reads fill too; null for none.
+    pub memory: Option<SizeSpec>,
+    /// Longest wait for the server to accept connections (initdb included).
+    pub start_timeout: Dur,
+    /// More server settings, each passed as its own `-c name=value` argument.
     pub settings: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for ContainerConfig {
     fn default() -> Self {
         ContainerConfig {
-            image: "postgres:17".into(),
+            image: "localhost/dbio-postgres:17".into(),
             port: 55432,
             shared_buffers: SizeSpec::Bytes(128 << 20),
-            settings: std::collections::BTreeMap::from([(
-                "track_io_timing".to_string(),
-                "on".to_string(),
-            )]),
+            memory: Some(SizeSpec::Bytes(256 << 20)),
+            start_timeout: Dur(Duration::from_secs(60)),
+            // Direct I/O (PostgreSQL 16+): reads bypass the page cache, so the nightly
+            // measures the storage whatever the memory.
+            settings: std::collections::BTreeMap::from([
+                ("track_io_timing".to_string(), "on".to_string()),
+                ("debug_io_direct".to_string(), "data".to_string()),
+            ]),
         }
+    }
+}
+
+impl ContainerConfig {
+    /// The server's command line after the image's entrypoint: `postgres` and one
+    /// `-c NAME=VALUE` pair per setting, each value as it is (no shell, no splitting):
+    /// loopback only, the configured port and shared_buffers, then `settings` (which may
+    /// override listen_addresses, e.g. `127.0.0.1,::1`).
+    pub fn server_args(&self) -> Vec<String> {
+        let mut args = vec!["postgres".to_string()];
+        let mut set = |name: &str, value: &str| {
+            args.push("-c".into());
+            args.push(format!("{name}={value}"));
+        };
+        set("listen_addresses", "127.0.0.1");
+        set("port", &self.port.to_string());
+        set("shared_buffers", &self.shared_buffers.to_string());
+        set("max_connections", "300");
+        for (name, value) in &self.settings {
+            set(name, value);
+        }
+        args
+    }
+
+    fn validate(&self) -> Result<(), CoreError> {
+        if self.port == 0 {
+            return Err(CoreError::invalid(
+                "container.port",
+                "the server needs a fixed port on 127.0.0.1, e.g. 55432",
+            ));
+        }
+        for (name, value) in &self.settings {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            {
+                return Err(CoreError::invalid(
+                    "container.settings",
+                    format!("`{name}` is not a server setting's name"),
+                ));
+            }
+            if matches!(name.as_str(), "port" | "shared_buffers") {
+                return Err(CoreError::invalid(
+                    "container.settings",
+                    format!("{name} has its own key: set container.{name}"),
+                ));
+            }
+            if value.contains(['\0', '\n', '\r']) {
+                return Err(CoreError::invalid(
+                    "container.settings",
+                    format!("the value of {name} holds a line break or NUL"),
+                ));
+            }
+        }
+        let bytes = |s: SizeSpec| s.to_bytes(8192);
+        if let Some(memory) = self.memory
+            && bytes(memory) < bytes(self.shared_buffers).saturating_add(64 << 20)
+        {
+            return Err(CoreError::invalid(
+                "container.memory",
+                format!(
+                    "a memory cap of {memory} leaves the server no room beside shared_buffers ({}): \
+                     give it at least 64MB more, or null for no cap",
+                    self.shared_buffers
+                ),
+            ));
+        }
+        if self.start_timeout.0.is_zero() {
+            return Err(CoreError::invalid(
+                "container.start_timeout",
+                "the server needs time to start (initdb on the first start): e.g. 60s",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -729,6 +817,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), CoreError> {
         self.validate_targets()?;
         self.history.validate()?;
+        self.container.validate()?;
         if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
@@ -1228,7 +1317,61 @@ mod tests {
         assert_eq!(c.get("container.image").as_deref(), Some("postgres:16"));
         assert_eq!(c.get("run.readers").as_deref(), Some("3"));
         assert_eq!(c.get("container.shared_buffers").as_deref(), Some("128MB"));
+        assert_eq!(c.get("container.memory").as_deref(), Some("256MB"));
         assert_eq!(c.get("run.nope"), None);
+    }
+
+    // The nightly's server settings reached postgres as one argument (a compose file's
+    // `${DBIO_PG_ARGS}` is not split), and a sed turned `127.0.0.1,::1` into two flags:
+    // each setting is one `-c` pair, its value untouched.
+    #[test]
+    fn container_settings_are_one_argument_each() {
+        let c = Config::from_yaml(
+            "container:\n  port: 55999\n  shared_buffers: 32MB\n  settings:\n    listen_addresses: \"127.0.0.1,::1\"\n    log_line_prefix: \"%m [%p] \"\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let args = c.container.server_args();
+        assert_eq!(args[0], "postgres");
+        let pairs: Vec<&str> = args[1..]
+            .chunks(2)
+            .map(|p| {
+                assert_eq!(p[0], "-c");
+                p[1].as_str()
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                "listen_addresses=127.0.0.1",
+                "port=55999",
+                "shared_buffers=32MB",
+                "max_connections=300",
+                "listen_addresses=127.0.0.1,::1",
+                "log_line_prefix=%m [%p] ",
+            ]
+        );
+        for (yaml, key) in [
+            (
+                "container:\n  settings:\n    port: \"5\"\n",
+                "container.settings",
+            ),
+            (
+                "container:\n  settings:\n    \"a b\": x\n",
+                "container.settings",
+            ),
+            (
+                "container:\n  memory: 100MB\n  shared_buffers: 64MB\n",
+                "container.memory",
+            ),
+            ("container:\n  port: 0\n", "container.port"),
+        ] {
+            let e = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+            assert!(e.to_string().contains(key), "{yaml}: {e}");
+        }
+        let uncapped = Config::from_yaml("container:\n  memory: null\n").unwrap();
+        assert_eq!(uncapped.container.memory, None);
+        uncapped.validate().unwrap();
     }
 
     /// Every preset in configs/ parses and validates, so none rots.

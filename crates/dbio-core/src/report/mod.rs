@@ -762,9 +762,18 @@ fn host_section(o: &mut String, r: &RunResult) {
         );
     }
     let gib = |b: Option<u64>| opt(b.map(|b| b as f64 / 1073741824.0), 1);
+    let cap = h
+        .mem_limit_bytes
+        .map(|b| {
+            format!(
+                " (the server's cgroup caps it at {} GiB)",
+                opt(Some(b as f64 / 1073741824.0), 2)
+            )
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         o,
-        "  host memory {} GiB, available {} GiB, page cache {} GiB; CPU user {}%, system {}%, iowait {}%, idle {}%",
+        "  host memory {} GiB{cap}, available {} GiB, page cache {} GiB; CPU user {}%, system {}%, iowait {}%, idle {}%",
         gib(h.mem_total_bytes),
         gib(h.mem_available_bytes),
         gib(h.page_cache_bytes),

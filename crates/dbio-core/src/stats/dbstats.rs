@@ -311,6 +311,10 @@ pub struct HostMetrics {
     pub physical_read_ratio: Option<f64>,
     /// /proc/meminfo at the window's end.
     pub mem_total_bytes: Option<u64>,
+    /// The server's memory cgroup limit (memory.max on v2, memory.limit_in_bytes on v1), when
+    /// below mem_total_bytes: in a memory-capped container /proc/meminfo is the host's.
+    #[serde(default)]
+    pub mem_limit_bytes: Option<u64>,
     pub mem_available_bytes: Option<u64>,
     pub page_cache_bytes: Option<u64>,
     /// /proc/stat over the window, % of all CPUs' time.

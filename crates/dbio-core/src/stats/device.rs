@@ -64,9 +64,14 @@ pub fn counters_in(diskstats: &str, device: &Device) -> Option<DiskCounters> {
 pub struct Mount {
     pub major: u32,
     pub minor: u32,
+    /// The folder of the file system shown at the mount point (a bind mount's or a cgroup
+    /// hierarchy's; `/` for a whole file system).
+    pub root: String,
     pub mount_point: String,
     pub fstype: String,
     pub source: String,
+    /// The file system's own options (a cgroup v1 hierarchy's controllers are among them).
+    pub super_options: String,
 }
 
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
@@ -78,12 +83,14 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
             Some(Mount {
                 major: major.parse().ok()?,
                 minor: minor.parse().ok()?,
+                root: unescape_mount(f.get(3)?),
                 mount_point: unescape_mount(f.get(4)?),
                 fstype: f.get(dash + 1)?.to_string(),
                 source: f
                     .get(dash + 2)
                     .map(|s| unescape_mount(s))
                     .unwrap_or_default(),
+                super_options: f.get(dash + 3).map(|s| s.to_string()).unwrap_or_default(),
             })
         })
         .collect()

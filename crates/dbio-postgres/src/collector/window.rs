@@ -182,6 +182,8 @@ pub struct WindowCollector {
     timing: IoTiming,
     /// Where host files are read, when they may be.
     access: Option<HostAccess>,
+    /// The server's memory cgroup limit, read once before the window.
+    memory_cap: Option<crate::cgroup::MemoryCap>,
     device: Option<Measured>,
     drop_caches: bool,
     cache_control: CacheControl,
@@ -274,6 +276,10 @@ impl WindowCollector {
                 (access, None)
             }
         };
+        let memory_cap = match (&access, opts.scope) {
+            (Some(a), Scope::Server) => host::memory_cap(&client, a).await,
+            _ => None,
+        };
         let limits = match opts.scope {
             Scope::Server => {
                 LimitProbes::find(
@@ -304,6 +310,7 @@ impl WindowCollector {
             schemas: opts.schemas,
             timing: opts.timing,
             access,
+            memory_cap,
             device,
             drop_caches: opts.drop_caches,
             cache_control,
@@ -748,6 +755,19 @@ impl WindowCollector {
             (h.mem_total_bytes, h.mem_available_bytes, h.page_cache_bytes) =
                 host::parse_meminfo(text);
         }
+        // /proc/meminfo is the host's, inside a container too: the server's memory (its
+        // page cache included) is capped by its cgroup when that limit is lower.
+        if let (Some(cap), Some(total)) = (&self.memory_cap, h.mem_total_bytes)
+            && cap.bytes < total
+        {
+            h.mem_limit_bytes = Some(cap.bytes);
+            h.notes.push(format!(
+                "the server's memory is capped at {} by its cgroup ({}); the host has {}: the page cache its reads may fill is within the cap",
+                dbio_core::units::format_bytes(cap.bytes),
+                cap.file,
+                dbio_core::units::format_bytes(total)
+            ));
+        }
         if let Some([u, s, w, i]) = cpu_before
             .zip(cpu_after)
             .and_then(|(a, b)| host::cpu_pct(a, b))
@@ -807,7 +827,7 @@ async fn host_access(
     }
     match &data_dir {
         Some(dir) => match host::proven_local(client, dir).await {
-            Ok(proof) => return Some(HostAccess::Local { proof }),
+            Ok((pid, proof)) => return Some(HostAccess::Local { pid, proof }),
             Err(e) => why_not.push(format!("the server is not proven to run on this host: {e}")),
         },
         None => why_not.push(
