@@ -1007,6 +1007,9 @@ mod tests {
             timeseries: vec![],
             client_cpu: None,
             sessions_lost: 0,
+            steady: None,
+            precondition: None,
+            open_loop: None,
         };
         RunResult::build(
             ctx,
