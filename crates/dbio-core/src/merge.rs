@@ -490,6 +490,10 @@ pub fn merge(
         shard: None,
         merge: Some(info),
         targets: Vec::new(),
+        // Shards are refused with run.steady, run.precondition and run.rate.
+        steady: None,
+        precondition: None,
+        open_loop: None,
     })
 }
 

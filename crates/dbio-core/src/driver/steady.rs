@@ -112,23 +112,35 @@ impl Steadiness {
         }
     }
 
-    /// `steady after 12.0 s (iops_slope<=2%:10s; slope 0.8%/s)` or `NOT STEADY ...`.
+    /// `steady after 12.0 s (iops_slope<=2%:10s; slope 0.80%/s of the mean)`, or
+    /// `NOT STEADY: iops_slope<=2%:10s did not hold within 300 s (...)`.
     pub fn describe(&self) -> String {
-        let slope = self
-            .slope_pct
-            .map(|s| format!("slope {s:.2}%/s of the mean"))
-            .unwrap_or_else(|| "the span was never covered".into());
         if self.steady {
             format!(
-                "steady after {:.1} s ({}; {slope})",
-                self.after_s, self.criterion
+                "steady after {:.1} s ({}; {})",
+                self.after_s,
+                self.criterion,
+                self.slope_text()
             )
         } else {
-            format!(
-                "NOT STEADY: {} did not hold within {:.0} s ({slope} at the end)",
-                self.criterion, self.max_s
-            )
+            format!("NOT STEADY: {}", self.missed())
         }
+    }
+
+    /// `iops_slope<=2%:10s did not hold within 300 s (slope 3.10%/s of the mean at the end)`.
+    pub fn missed(&self) -> String {
+        format!(
+            "{} did not hold within {:.0} s ({} at the end)",
+            self.criterion,
+            self.max_s,
+            self.slope_text()
+        )
+    }
+
+    fn slope_text(&self) -> String {
+        self.slope_pct
+            .map(|s| format!("slope {s:.2}%/s of the mean"))
+            .unwrap_or_else(|| "no slope: nothing completed, or the span was never covered".into())
     }
 }
 

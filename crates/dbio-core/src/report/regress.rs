@@ -328,11 +328,7 @@ mod tests {
 
     fn step(readers: u32, iops: f64, latency: f64) -> StepSummary {
         StepSummary {
-            key: StepKey {
-                readers,
-                writers: 0,
-                update_pct: 0,
-            },
+            key: StepKey::closed(readers, 0, 0),
             step: format!("r{readers}-w0"),
             repeats: 1,
             status: RunStatus::Ok,
@@ -355,6 +351,7 @@ mod tests {
             results: vec![],
             warnings: vec![],
             targets: vec![],
+            steady: None,
         }
     }
 
