@@ -30,7 +30,7 @@ impl Rate {
         let v: f64 = number
             .parse()
             .map_err(|_| bad(format!("`{number}` is not a number")))?;
-        if !(v.is_finite() && v >= 1.0 && v <= MAX_RATE_PER_S) {
+        if !(v.is_finite() && (1.0..=MAX_RATE_PER_S).contains(&v)) {
             return Err(bad(format!("must be from 1/s to {MAX_RATE_PER_S:e}/s")));
         }
         Ok(Rate(v))
