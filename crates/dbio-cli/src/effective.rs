@@ -625,6 +625,9 @@ mod tests {
         d.target.readers = vec![1, 1];
         d.target.writers = vec![0, 0];
         d.run.collector_shard = 1;
+        d.run.steady = dbio_core::config::SteadyRule::parse("iops_slope<=2%:10s").ok();
+        d.run.precondition = d.run.steady;
+        d.run.rate = dbio_core::config::Rate::parse("100/s").ok();
         let defaults = serde_json::to_value(d).unwrap();
         for sub in Cli::command().get_subcommands() {
             for a in sub.get_arguments() {

@@ -1371,6 +1371,32 @@ mod tests {
         );
     }
 
+    // A run whose window opened without its steady-state rule holding measured a moving
+    // figure: it stays out of the series, as a failed run does, and the check says so.
+    #[test]
+    fn a_run_that_was_not_steady_stays_out_of_the_series() {
+        let mut runs: Vec<StoredRun> = (1..=9)
+            .map(|i| stored(i, 1000.0 * (1.0 + wobble(i)), RunStatus::Ok))
+            .collect();
+        let mut drifting = stored(10, 10.0, RunStatus::Ok);
+        drifting.record.steps[0].steady = Some(false);
+        runs.push(drifting);
+        let s = series_of(&runs);
+        assert_eq!(s[0].ok_runs().len(), 9);
+        let c = check(&s, &one_metric(), &[]);
+        let m = ops_row(&c[0]);
+        assert!(!m.gates && !m.state.red(), "{m:?}");
+        assert!(m.note.contains("was not steady"), "{}", m.note);
+        // A steady run (steady: true) is judged as any other.
+        let mut runs: Vec<StoredRun> = (1..=9)
+            .map(|i| stored(i, 1000.0 * (1.0 + wobble(i)), RunStatus::Ok))
+            .collect();
+        let mut steady = stored(10, 10.0, RunStatus::Ok);
+        steady.record.steps[0].steady = Some(true);
+        runs.push(steady);
+        assert_eq!(series_of(&runs)[0].ok_runs().len(), 10);
+    }
+
     #[test]
     fn a_young_series_states_what_it_can_detect() {
         let runs: Vec<StoredRun> = (1..=2).map(|i| stored(i, 1000.0, RunStatus::Ok)).collect();
