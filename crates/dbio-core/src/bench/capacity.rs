@@ -111,6 +111,15 @@ impl StepPlanner for CapacitySearch<'_> {
     fn stop_on_failure(&self) -> bool {
         true
     }
+
+    fn ended_early(&mut self, why: &str) {
+        self.plan.stopped.get_or_insert_with(|| {
+            format!(
+                "the search did not finish: {why}; the answer, if any, is the best step met so far, not one the search \
+                 bracketed"
+            )
+        });
+    }
 }
 
 /// Searches for the highest figure meeting `capacity.slo` and writes the ramp's files with

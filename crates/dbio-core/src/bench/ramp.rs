@@ -94,6 +94,8 @@ pub trait StepPlanner {
     }
     /// Whether a failed run ends the ramp.
     fn stop_on_failure(&self) -> bool;
+    /// The ramp ended before the planner's last run, for this reason.
+    fn ended_early(&mut self, _why: &str) {}
 }
 
 /// `dbio ramp`'s runs: every step of the config, `ramp.repeat` times each.
@@ -311,9 +313,11 @@ pub async fn run_planned<B: Backend>(
                     RunStatus::Ok => {}
                     RunStatus::Interrupted => {
                         status = RunStatus::Interrupted;
-                        warnings.push(format!(
+                        let why = format!(
                             "the {what} was interrupted during {name}; later steps did not run"
-                        ));
+                        );
+                        plan.ended_early(&why);
+                        warnings.push(why);
                         break;
                     }
                     RunStatus::Failed => {
@@ -327,6 +331,9 @@ pub async fn run_planned<B: Backend>(
                                 } else {
                                     "a failed step ends the search"
                                 }
+                            ));
+                            plan.ended_early(&format!(
+                                "{name} failed; the steps after it did not run"
                             ));
                             break;
                         }
@@ -358,6 +365,7 @@ pub async fn run_planned<B: Backend>(
                     RunStatus::Failed
                 };
                 warnings.push(format!("{name} could not run: {}", f.message));
+                plan.ended_early(&format!("{name} could not run"));
                 error = Some(f);
                 break;
             }
