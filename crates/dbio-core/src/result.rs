@@ -142,13 +142,16 @@ impl OpenLoopMetrics {
     /// that grew through the window.
     fn behind(&self) -> Option<String> {
         let missed_share = self.missed_starts as f64 / self.scheduled.max(1) as f64;
+        // Doubled, and by more than 10 ms: a queue that builds up, not a wake-up's jitter.
         let growing = match (self.lag_first_quarter_us, self.lag_last_quarter_us) {
-            (Some(a), Some(b)) => b > 2.0 * a.max(1000.0),
+            (Some(a), Some(b)) => b > 2.0 * a && b - a > 10_000.0,
             _ => false,
         };
         (missed_share > 0.01 || growing).then(|| {
             format!(
-                "the open loop fell behind its schedule: {} of {} intended starts ({:.1}%) were not begun by the window's end{};                  {}/s is above what the sessions and the storage sustain, and the client latency (from the intended starts)                  is that of a growing queue, not of the device",
+                "the open loop fell behind its schedule: {} of {} intended starts ({:.1}%) were not begun by the window's end{}; \
+                 {}/s is above what the sessions and the storage sustain, and the client latency (from the intended starts) \
+                 is that of a growing queue, not of the device",
                 self.missed_starts,
                 self.scheduled,
                 missed_share * 100.0,

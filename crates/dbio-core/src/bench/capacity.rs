@@ -18,11 +18,17 @@ struct CapacitySearch<'a> {
     config: &'a Config,
     calibrate: Option<Calibrate<'a>>,
     repeat: u32,
+    /// Runs planned so far.
+    runs: u64,
 }
 
 impl CapacitySearch<'_> {
     fn run_at(&mut self, at: Point) -> PlannedRun {
         let r = &self.config.run;
+        // Each window reads keys of its own: the blocks the window before read are still in
+        // shared_buffers, and reading them again would be buffer hits, not the device's reads.
+        let seed = Some(r.seed.wrapping_add(self.runs));
+        self.runs += 1;
         let repeat = if self.plan.search.repeating() {
             self.repeat += 1;
             Some(self.repeat)
@@ -36,6 +42,7 @@ impl CapacitySearch<'_> {
                 update_pct: r.update_pct,
                 rate_per_s: None,
                 repeat,
+                seed,
             },
             SearchOver::Rate => PlannedRun {
                 readers: r.readers,
@@ -43,6 +50,7 @@ impl CapacitySearch<'_> {
                 update_pct: r.update_pct,
                 rate_per_s: Some(at),
                 repeat,
+                seed,
             },
         }
     }
@@ -161,6 +169,7 @@ pub async fn capacity<B: Backend>(
         config,
         calibrate,
         repeat: 1,
+        runs: 0,
     };
     let how = Ramping {
         targets,

@@ -77,6 +77,8 @@ pub struct PlannedRun {
     pub rate_per_s: Option<u64>,
     /// 1-based repeat of its step, shown when the step runs more than once.
     pub repeat: Option<u32>,
+    /// The sessions' key seed of this run; None: the config's `run.seed`.
+    pub seed: Option<u64>,
 }
 
 /// What chooses a ramp's runs: a fixed list (`dbio ramp`), or a search that chooses each
@@ -124,6 +126,7 @@ impl FixedSteps {
             update_pct,
             rate_per_s: None,
             repeat: (self.repeat > 1).then_some((at % self.repeat as usize) as u32 + 1),
+            seed: None,
         })
     }
 }
@@ -243,6 +246,7 @@ pub async fn run_planned<B: Backend>(
             update_pct: pct,
             rate_per_s,
             repeat,
+            seed,
         } = planned;
         let mut c = config.clone();
         c.run.readers = readers;
@@ -250,6 +254,9 @@ pub async fn run_planned<B: Backend>(
         c.run.update_pct = pct;
         if let Some(r) = rate_per_s {
             c.run.rate = Some(crate::config::Rate(r as f64));
+        }
+        if let Some(seed) = seed {
+            c.run.seed = seed;
         }
         if let Some(t) = config.ramp.run_time {
             c.run.run_time = t;

@@ -1056,7 +1056,8 @@ impl Config {
                 return Err(CoreError::invalid(
                     key,
                     format!(
-                        "run.engine: server runs each session's loop inside the database: dbio cannot pace it or watch it                          interval by interval; remove {flag} or use run.engine: client"
+                        "run.engine: server runs each session's loop inside the database: dbio cannot pace it or watch it \
+                         interval by interval; remove {flag} or use run.engine: client"
                     ),
                 ));
             }
@@ -1064,7 +1065,8 @@ impl Config {
                 return Err(CoreError::invalid(
                     key,
                     format!(
-                        "the shards of one run open their windows at one instant, which {flag} would move per shard:                          drive the run from one process, or remove {flag}"
+                        "the shards of one run open their windows at one instant, which {flag} would move per shard: \
+                         drive the run from one process, or remove {flag}"
                     ),
                 ));
             }
@@ -1072,7 +1074,8 @@ impl Config {
         if r.precondition.is_some() && r.writers == 0 && r.update_pct == 0 {
             return Err(CoreError::invalid(
                 "run.precondition",
-                "preconditioning readies the storage for writes: this run only reads; add writers (--writers) or                  updates (--update-pct), or remove --precondition",
+                "preconditioning readies the storage for writes: this run only reads; add writers (--writers) or \
+                 updates (--update-pct), or remove --precondition",
             ));
         }
         if r.rate.is_some() {
