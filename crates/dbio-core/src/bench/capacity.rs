@@ -158,6 +158,12 @@ pub async fn capacity<B: Backend>(
         SearchOver::Rate => first.run.rate = Some(Rate(plan.search.first() as f64)),
     }
     first.validate()?;
+    // A rate search is an open loop throughout: its recorded config says so (its first rate),
+    // so compare and history see its arrival; every step sets its own rate.
+    let base = match plan.over {
+        SearchOver::Rate => &first,
+        SearchOver::Sessions => config,
+    };
     if plan.over == SearchOver::Rate && config.run.readers == 0 {
         return Err(BackendError::usage(
             "a rate search drives its rates over run.readers sessions (--readers): give enough of them to keep \
@@ -180,5 +186,5 @@ pub async fn capacity<B: Backend>(
         calibrate,
         what: "capacity",
     };
-    run_planned(backends, config, &how, &mut search).await
+    run_planned(backends, base, &how, &mut search).await
 }
