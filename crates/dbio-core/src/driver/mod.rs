@@ -627,6 +627,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn lat_slope_judges_the_intervals_mean_latency() {
+        // A steady 2 ms service time is steady by its latency too.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
+        c.steady = Some(rule("lat_slope<=20%:1s"));
+        c.steady_max = Duration::from_secs(20);
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        let s = out.steady.expect("the wait is recorded");
+        assert!(s.steady && s.criterion.starts_with("lat_slope"), "{s:?}");
+        // Its mean is the operations' latency in µs: 2 ms of service and a little more.
+        assert!(
+            s.mean.is_some_and(|m| (2000.0..20_000.0).contains(&m)),
+            "{s:?}"
+        );
+        // A service time growing 50 µs per operation is not.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
+        c.steady = Some(rule("lat_slope<=5%:1s"));
+        c.steady_max = Duration::from_millis(2500);
+        let sessions = session_specs(2, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    SlowingSession {
+                        service: Duration::from_millis(1),
+                        growth: Duration::from_micros(50),
+                    },
+                )
+            })
+            .collect();
+        let out = drive(sessions, &c, Interrupts::never(), |_| {}, ok).await;
+        let s = out.steady.expect("the wait is recorded");
+        assert!(!s.steady && s.slope_pct.is_some_and(|p| p > 5.0), "{s:?}");
+    }
+
+    #[tokio::test]
     async fn a_drifting_workload_is_not_steady_and_the_window_opens_at_the_cap() {
         let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
         c.steady = Some(rule("iops_slope<=5%:1s"));
