@@ -146,7 +146,11 @@ impl<S: Session> Runner<S> {
     /// taken and never begun is counted missed).
     fn wait_for_start(&self, schedule: &Schedule) -> Option<Instant> {
         let at = schedule.take()?;
-        if self.deadline.is_some_and(|end| at >= end) {
+        if let Some(end) = self.deadline.filter(|end| at >= *end) {
+            // Nothing more to start in this phase: sleep out its end rather than take start
+            // after start.
+            self.shared
+                .pause(end.saturating_duration_since(Instant::now()));
             return None;
         }
         let now = Instant::now();
