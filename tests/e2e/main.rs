@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod calibrate;
+mod capacity;
 mod collector;
 mod comparability;
 mod connection;

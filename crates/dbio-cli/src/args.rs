@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use dbio_core::Config;
-use dbio_core::config::{OnError, OnStepFailure, ReadPath, RedoStress, SessionLoop, Snapshots};
+use dbio_core::config::{
+    Arrival, CapacityMetric, OnError, OnStepFailure, Rate, ReadPath, RedoStress, SearchOver,
+    SessionLoop, Slo, Snapshots, SteadyRule,
+};
 use dbio_core::units::{Dur, SizeSpec};
 
 const ABOUT: &str = "SLOB-method database physical-I/O benchmark driver";
@@ -136,6 +139,32 @@ pub enum Command {
         data: DataArgs,
         #[command(flatten)]
         ramp: RampArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+        #[command(flatten)]
+        record: crate::cmd::history::RecordArgs,
+    },
+
+    /// Find the highest read IOPS (or device IOPS, or operations/s) that meets a latency
+    /// target: `dbio capacity --slo 'p99<=2ms'`.
+    ///
+    /// A ramp whose steps a search chooses: the reader sessions double from --start-sessions
+    /// until a step misses the target, then the search bisects between the last step that
+    /// met it and the first that missed, until the figure at the two ends differs by at most
+    /// --resolution or the bracket cannot be split; each step is a full measured window (with
+    /// --steady, one that opens at steady state). The answer's step then runs --repeat times
+    /// in all: the spread of its runs is the answer's interval. --search rate searches the
+    /// open-loop rate over --readers sessions instead. Writes the ramp's files (ramp.json with
+    /// the answer in `capacity`, ramp.txt opening with it, capacity.svg: latency against the
+    /// figure with the target drawn). Exit 0 with an answer, 1 when no step met the target
+    /// (the best one is named) or a step failed.
+    Capacity {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        data: DataArgs,
+        #[command(flatten)]
+        capacity: CapacityArgs,
         #[command(flatten)]
         run: Box<RunArgs>,
         #[command(flatten)]
@@ -491,6 +520,31 @@ pub struct RunArgs {
     /// taken when installed), statspack, auto or none [config: collector.snapshots; default none]
     #[arg(long, value_name = "KIND", value_parser = ["none", "awr", "statspack", "auto"])]
     pub snapshots: Option<String>,
+    /// Open the window only once the per-interval figure is steady: iops_slope<=2%:10s (the
+    /// least-squares slope of operations/s over the last 10 s, per second, at most 2% of its
+    /// mean; as fio's steadystate) or lat_slope<=5%:10s (mean latency), judged after
+    /// --warmup, for at most --steady-max; the result says when, or "not steady" [config:
+    /// run.steady]
+    #[arg(long, value_name = "RULE")]
+    pub steady: Option<SteadyRule>,
+    /// The longest the window waits for --steady (and --precondition for its rule) [config:
+    /// run.steady_max; default 5m]
+    #[arg(long, value_name = "DUR")]
+    pub steady_max: Option<Dur>,
+    /// Write workloads: before the window every session runs updates until their rate is
+    /// steady (iops_slope<=5%:10s, or the rule given), at most --steady-max, so the
+    /// storage's garbage collection happens before the measurement [config: run.precondition]
+    #[arg(long, value_name = "RULE", num_args = 0..=1, default_missing_value = "iops_slope<=5%:10s")]
+    pub precondition: Option<SteadyRule>,
+    /// Open loop: start operations at this rate across the sessions, 5000/s, whatever the
+    /// answers; latency counts from each one's intended start (the lag and the starts missed
+    /// are reported) [config: run.rate; default: closed loop]
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<Rate>,
+    /// Spacing of an open loop's starts: fixed (evenly) or poisson (exponential gaps)
+    /// [config: run.arrival; default fixed]
+    #[arg(long, value_name = "PROCESS", value_enum)]
+    pub arrival: Option<ArrivalArg>,
     /// calibrate.json from `dbio calibrate`: show the raw device's IOPS and latency at the same load [config: run.calibration]
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
@@ -507,6 +561,151 @@ pub struct RunArgs {
     /// ramp.json; the files are written either way)
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `--arrival`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrivalArg {
+    Fixed,
+    Poisson,
+}
+
+impl From<ArrivalArg> for Arrival {
+    fn from(a: ArrivalArg) -> Arrival {
+        match a {
+            ArrivalArg::Fixed => Arrival::Fixed,
+            ArrivalArg::Poisson => Arrival::Poisson,
+        }
+    }
+}
+
+/// `--metric`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricArg {
+    #[value(name = "db_read_iops")]
+    DbReadIops,
+    #[value(name = "device_iops")]
+    DeviceIops,
+    Ops,
+}
+
+impl From<MetricArg> for CapacityMetric {
+    fn from(m: MetricArg) -> CapacityMetric {
+        match m {
+            MetricArg::DbReadIops => CapacityMetric::DbReadIops,
+            MetricArg::DeviceIops => CapacityMetric::DeviceIops,
+            MetricArg::Ops => CapacityMetric::Ops,
+        }
+    }
+}
+
+/// `--search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchArg {
+    Sessions,
+    Rate,
+}
+
+impl From<SearchArg> for SearchOver {
+    fn from(s: SearchArg) -> SearchOver {
+        match s {
+            SearchArg::Sessions => SearchOver::Sessions,
+            SearchArg::Rate => SearchOver::Rate,
+        }
+    }
+}
+
+/// The target and the search of `dbio capacity`, and its fixed session counts.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CapacityArgs {
+    /// The latency target every step is judged against: p99<=2ms, p95<=500us, p99.9<=10ms,
+    /// avg<=1ms (client read latency), db.avg<=5ms (the database's own average block-read
+    /// time) [config: capacity.slo]
+    #[arg(long, value_name = "TARGET")]
+    pub slo: Option<Slo>,
+    /// The figure the answer is given in: db_read_iops (the database's reads that missed its
+    /// cache), device_iops (the device under the data), ops (dbio's operations) [config:
+    /// capacity.metric; default db_read_iops]
+    #[arg(long, value_name = "METRIC", value_enum)]
+    pub metric: Option<MetricArg>,
+    /// What the search varies: sessions (the readers) or rate (the open-loop rate over
+    /// --readers sessions) [config: capacity.search; default sessions]
+    #[arg(long, value_name = "WHAT", value_enum)]
+    pub search: Option<SearchArg>,
+    /// Readers of the first step of a session search [config: capacity.start_sessions;
+    /// default 1]
+    #[arg(long, value_name = "N")]
+    pub start_sessions: Option<u32>,
+    /// The most readers a session search tries [config: capacity.max_sessions; default 256]
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<u32>,
+    /// The first rate of a rate search [config: capacity.start_rate; default --rate, else 100/s]
+    #[arg(long, value_name = "RATE")]
+    pub start_rate: Option<Rate>,
+    /// The highest rate a rate search tries [config: capacity.max_rate; default 1000000/s]
+    #[arg(long, value_name = "RATE")]
+    pub max_rate: Option<Rate>,
+    /// Runs at the answer in all, the search's own included: their spread is the answer's
+    /// interval [config: capacity.repeat; default 3]
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// Stop bisecting when the figures at the bracket's ends differ by at most this percent
+    /// [config: capacity.resolution_pct; default 5]
+    #[arg(long, value_name = "PCT")]
+    pub resolution: Option<f64>,
+    /// Reader sessions of a rate search (the pool the rate is spread over) [config:
+    /// run.readers; default 1]
+    #[arg(long, value_name = "N")]
+    pub readers: Option<u32>,
+    /// Writer sessions of every step, update only [config: run.writers; default 0]
+    #[arg(long, value_name = "N")]
+    pub writers: Option<u32>,
+    /// Percent of each reader's operations that are updates, 0-100 [config: run.update_pct;
+    /// default 0]
+    #[arg(long, value_name = "P")]
+    pub update_pct: Option<u32>,
+}
+
+impl CapacityArgs {
+    pub fn apply(&self, c: &mut Config) {
+        let k = &mut c.capacity;
+        if let Some(v) = self.slo {
+            k.slo = Some(v);
+        }
+        if let Some(v) = self.metric {
+            k.metric = v.into();
+        }
+        if let Some(v) = self.search {
+            k.search = v.into();
+        }
+        if let Some(v) = self.start_sessions {
+            k.start_sessions = v;
+        }
+        if let Some(v) = self.max_sessions {
+            k.max_sessions = v;
+        }
+        if let Some(v) = self.start_rate {
+            k.start_rate = Some(v);
+        }
+        if let Some(v) = self.max_rate {
+            k.max_rate = v;
+        }
+        if let Some(v) = self.repeat {
+            k.repeat = v;
+        }
+        if let Some(v) = self.resolution {
+            k.resolution_pct = v;
+        }
+        if let Some(v) = self.readers {
+            c.run.readers = v;
+        }
+        if let Some(v) = self.writers {
+            c.run.writers = v;
+        }
+        if let Some(v) = self.update_pct {
+            c.run.update_pct = v;
+        }
+    }
 }
 
 /// Output format of run, ramp and regress.
@@ -697,6 +896,21 @@ impl RunArgs {
         }
         if self.no_vacuum {
             r.vacuum = false;
+        }
+        if let Some(v) = self.steady {
+            r.steady = Some(v);
+        }
+        if let Some(v) = self.steady_max {
+            r.steady_max = v;
+        }
+        if let Some(v) = self.precondition {
+            r.precondition = Some(v);
+        }
+        if let Some(v) = self.rate {
+            r.rate = Some(v);
+        }
+        if let Some(v) = self.arrival {
+            r.arrival = v.into();
         }
 
         if let Some(v) = &self.calibration {

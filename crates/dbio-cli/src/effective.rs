@@ -14,7 +14,9 @@ use serde_json::Value;
 use crate::Failure;
 use dbio_core::history::record::resolve_tag;
 
-use crate::args::{Cli, Command, CommonArgs, DataArgs, RampArgs, RunArgs, SessionArgs};
+use crate::args::{
+    CapacityArgs, Cli, Command, CommonArgs, DataArgs, RampArgs, RunArgs, SessionArgs,
+};
 use crate::cmd::history::RecordArgs;
 
 /// The file's configuration with the common and data-set flags applied, validated.
@@ -50,6 +52,26 @@ pub fn ramp_config(
 ) -> Result<Config, Failure> {
     let mut config = base_config(common, data)?;
     ramp.apply(&mut config);
+    run.apply(&mut config);
+    if run.run_time.is_some() {
+        config.ramp.run_time = run.run_time;
+    } else if run.work_loop.is_some() {
+        config.ramp.run_time = None;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// `dbio capacity`'s configuration: a ramp's, with the search's keys. A window given by flag
+/// is every step's window, as for a ramp.
+pub fn capacity_config(
+    common: &CommonArgs,
+    data: &DataArgs,
+    capacity: &CapacityArgs,
+    run: &RunArgs,
+) -> Result<Config, Failure> {
+    let mut config = base_config(common, data)?;
+    capacity.apply(&mut config);
     run.apply(&mut config);
     if run.run_time.is_some() {
         config.ramp.run_time = run.run_time;
@@ -282,6 +304,25 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
                 extra,
             )
         }
+        Command::Capacity {
+            common,
+            data,
+            capacity,
+            run,
+            record,
+        } => {
+            let common = with_file(common);
+            let before = Config::load(common.config.as_deref())?;
+            let c = capacity_config(&common, &data, &capacity, &run)?;
+            let extra = record_settings(sub_m, &record);
+            (
+                common.config.clone(),
+                before,
+                c,
+                common.one_dsn().map(str::to_string),
+                extra,
+            )
+        }
         Command::Setup {
             common,
             data,
@@ -355,7 +396,7 @@ fn layers(command: &[String], file: Option<PathBuf>) -> Result<Layers, Failure> 
             return Err(Failure::new(
                 2,
                 format!(
-                    "dbio config shows the settings of setup, check, run, ramp and regress; `{name}` takes its settings from its own flags"
+                    "dbio config shows the settings of setup, check, run, ramp, capacity and regress; `{name}` takes its settings from its own flags"
                 ),
             ));
         }
@@ -584,6 +625,9 @@ mod tests {
         d.target.readers = vec![1, 1];
         d.target.writers = vec![0, 0];
         d.run.collector_shard = 1;
+        d.run.steady = dbio_core::config::SteadyRule::parse("iops_slope<=2%:10s").ok();
+        d.run.precondition = d.run.steady;
+        d.run.rate = dbio_core::config::Rate::parse("100/s").ok();
         let defaults = serde_json::to_value(d).unwrap();
         for sub in Cli::command().get_subcommands() {
             for a in sub.get_arguments() {

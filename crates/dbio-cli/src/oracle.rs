@@ -208,6 +208,30 @@ mod enabled {
         .await?)
     }
 
+    /// A capacity search against Oracle through the one pipeline.
+    pub async fn capacity(
+        config: &Config,
+        admin: ConnectString,
+        line: &(dyn Fn(&str) + Sync),
+        quiet: bool,
+        progress: &dyn RampProgress,
+        calibration: Option<Calibrate<'_>>,
+    ) -> Result<RampOutcome, Failure> {
+        let target = admin.redacted();
+        let mut backend = OracleBackend::new(admin, config);
+        Ok(bench::capacity(
+            std::slice::from_mut(&mut backend),
+            config,
+            &[target],
+            line,
+            quiet,
+            progress,
+            crate::signals::interrupts(),
+            calibration,
+        )
+        .await?)
+    }
+
     /// One run against Oracle through the one pipeline: the same plan, driver, result.json
     /// and report as PostgreSQL, with V$ figures and Oracle's event names.
     pub async fn run(
@@ -230,7 +254,7 @@ mod enabled {
 }
 
 #[cfg(feature = "oracle")]
-pub use enabled::{check, ramp, run, setup, teardown};
+pub use enabled::{capacity, check, ramp, run, setup, teardown};
 
 #[cfg(not(feature = "oracle"))]
 mod disabled {
@@ -267,7 +291,17 @@ mod disabled {
     ) -> Result<RampOutcome, Failure> {
         Err(OracleError::NotBuilt.into())
     }
+    pub async fn capacity(
+        _: &Config,
+        _: ConnectString,
+        _: &(dyn Fn(&str) + Sync),
+        _: bool,
+        _: &dyn RampProgress,
+        _: Option<Calibrate<'_>>,
+    ) -> Result<RampOutcome, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
 }
 
 #[cfg(not(feature = "oracle"))]
-pub use disabled::{check, ramp, run, setup, teardown};
+pub use disabled::{capacity, check, ramp, run, setup, teardown};

@@ -64,6 +64,8 @@ fn series(values: &[f64]) -> Series {
                 device_read_latency_us: None,
                 physical_read_ratio: None,
                 cache_served: None,
+                rate_per_s: None,
+                steady: None,
             },
             server_version: "17.0".into(),
             settings: BTreeMap::new(),

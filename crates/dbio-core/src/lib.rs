@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod capacity;
 pub mod config;
 pub mod dataset;
 pub mod discover;

@@ -506,6 +506,10 @@ pub fn merge(
         shard: None,
         merge: Some(info),
         targets: Vec::new(),
+        // Shards are refused with run.steady, run.precondition and run.rate.
+        steady: None,
+        precondition: None,
+        open_loop: None,
     };
     crate::limits::judge_result(&mut merged);
     Ok(merged)
@@ -901,6 +905,9 @@ fn merge_timeseries(results: &[RunResult]) -> Vec<IntervalRow> {
                 ops_per_s: rows.iter().map(|r| r.ops_per_s).sum(),
                 p50_us: None,
                 p99_us: None,
+                mean_us: None,
+                lag_mean_us: None,
+                lag_max_us: None,
             }
         })
         .collect()
@@ -994,6 +1001,9 @@ mod tests {
                 timeseries: vec![],
                 client_cpu: None,
                 sessions_lost: 0,
+                steady: None,
+                precondition: None,
+                open_loop: None,
             },
         );
         // The driver counts sessions' operations; here the histogram is the truth (and a

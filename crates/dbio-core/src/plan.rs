@@ -64,6 +64,14 @@ impl RunPlan {
             } else {
                 Duration::ZERO
             },
+            arrivals: r.rate.map(|rate| crate::driver::ArrivalPlan {
+                rate_per_s: rate.per_s(),
+                arrival: r.arrival,
+                seed: r.seed,
+            }),
+            steady: r.steady,
+            precondition: r.precondition,
+            steady_max: r.steady_max.0,
         };
         let mut recorded = config.clone();
         if config.target.dsns.is_empty() {

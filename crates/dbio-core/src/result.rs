@@ -8,9 +8,10 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Database};
+use crate::config::{Arrival, Config, Database};
 use crate::driver::{
-    CpuUsage, DriveOutcome, EndedBy, IntervalRow, RunStatus, SessionOutcome, WindowSpec,
+    CpuUsage, DriveOutcome, EndedBy, IntervalRow, OpenLoopOutcome, RunStatus, SessionOutcome,
+    Steadiness, WindowSpec,
 };
 use crate::error::CoreError;
 use crate::merge::{MergeInfo, ShardInfo};
@@ -82,6 +83,97 @@ pub struct RunResult {
     /// only (two targets may share one device: summing would count it twice).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetResult>,
+    /// The wait for steady state before the window (`run.steady`): the rule, how long it
+    /// took and the slope, or `steady: false` ("not steady": the window opened at the cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<Steadiness>,
+    /// Preconditioning before the window (`run.precondition`): updates until their rate held
+    /// the rule, or the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Steadiness>,
+    /// An open loop (`run.rate`): the schedule, the starts it missed and their lag. The
+    /// client latency figures then count from each operation's intended start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoopMetrics>,
+}
+
+/// What an open loop's schedule asked for and how far behind it the sessions were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoopMetrics {
+    /// The intended starts per second (`run.rate`).
+    pub rate_per_s: f64,
+    pub arrival: Arrival,
+    /// Intended starts inside the window.
+    pub scheduled: u64,
+    /// Of them, started inside the window (completed, failed, or in flight at its end).
+    pub started: u64,
+    /// Of them, not started by the window's end: the backlog of a rate above capacity.
+    pub missed_starts: u64,
+    /// How late the starts were behind their intended starts, µs (HDR).
+    pub lag_us: Option<LatencySummary>,
+    /// HDR histogram of the lag in µs, V2 + deflate, base64.
+    pub lag_histogram: String,
+    /// Mean lag of the first and of the last quarter of the window's intervals, µs: a lag
+    /// that grows from one to the other is a schedule the system cannot keep.
+    pub lag_first_quarter_us: Option<f64>,
+    pub lag_last_quarter_us: Option<f64>,
+}
+
+impl OpenLoopMetrics {
+    fn of(o: &OpenLoopOutcome, timeseries: &[IntervalRow]) -> OpenLoopMetrics {
+        let started = o.lag.len();
+        let lags: Vec<(f64, u64)> = timeseries
+            .iter()
+            .filter_map(|r| Some((r.lag_mean_us?, r.reads + r.updates + r.errors)))
+            .collect();
+        let quarter = lags.len().div_ceil(4);
+        let mean = |rows: &[(f64, u64)]| {
+            let n: u64 = rows.iter().map(|r| r.1.max(1)).sum();
+            (n > 0 && !rows.is_empty())
+                .then(|| rows.iter().map(|r| r.0 * r.1.max(1) as f64).sum::<f64>() / n as f64)
+        };
+        OpenLoopMetrics {
+            rate_per_s: o.plan.rate_per_s,
+            arrival: o.plan.arrival,
+            scheduled: o.scheduled,
+            started,
+            missed_starts: o.missed_starts,
+            lag_us: LatencySummary::from_histogram(&o.lag),
+            lag_histogram: encode_histogram(&o.lag),
+            lag_first_quarter_us: mean(&lags[..quarter.min(lags.len())]),
+            lag_last_quarter_us: mean(&lags[lags.len().saturating_sub(quarter)..]),
+        }
+    }
+
+    /// The warning when the sessions did not keep the schedule: starts missed, or a lag
+    /// that grew through the window.
+    fn behind(&self) -> Option<String> {
+        let missed_share = self.missed_starts as f64 / self.scheduled.max(1) as f64;
+        // Doubled, and by more than 10 ms: a queue that builds up, not a wake-up's jitter.
+        let growing = match (self.lag_first_quarter_us, self.lag_last_quarter_us) {
+            (Some(a), Some(b)) => b > 2.0 * a && b - a > 10_000.0,
+            _ => false,
+        };
+        (missed_share > 0.01 || growing).then(|| {
+            format!(
+                "the open loop fell behind its schedule: {} of {} intended starts ({:.1}%) were not begun by the window's end{}; \
+                 {}/s is above what the sessions and the storage sustain, and the client latency (from the intended starts) \
+                 is that of a growing queue, not of the device",
+                self.missed_starts,
+                self.scheduled,
+                missed_share * 100.0,
+                match (self.lag_first_quarter_us, self.lag_last_quarter_us) {
+                    (Some(a), Some(b)) => format!(
+                        ", and the mean lag grew from {:.1} ms (first quarter of the window) to {:.1} ms (last quarter)",
+                        a / 1000.0,
+                        b / 1000.0
+                    ),
+                    _ => String::new(),
+                },
+                self.rate_per_s
+            )
+        })
+    }
 }
 
 /// One target of a run over several.
@@ -452,6 +544,25 @@ impl RunResult {
                 outcome.sessions_lost
             ));
         }
+        for (what, s) in [
+            ("the window opened at run.steady_max", &outcome.steady),
+            (
+                "preconditioning ended at run.steady_max",
+                &outcome.precondition,
+            ),
+        ] {
+            if let Some(s) = s.as_ref().filter(|s| !s.steady) {
+                warnings.push(format!(
+                    "not steady: {what}: {}; the figures may still drift, and compare and history treat this run as not steady",
+                    s.missed()
+                ));
+            }
+        }
+        let open_loop = outcome
+            .open_loop
+            .as_ref()
+            .map(|o| OpenLoopMetrics::of(o, &outcome.timeseries));
+        warnings.extend(open_loop.as_ref().and_then(OpenLoopMetrics::behind));
         RunResult {
             format: RESULT_FORMAT,
             status,
@@ -505,6 +616,18 @@ impl RunResult {
             shard: None,
             merge: None,
             targets: Vec::new(),
+            steady: outcome.steady,
+            precondition: outcome.precondition,
+            open_loop,
+        }
+    }
+
+    /// False when the window opened without its steady-state rule holding (`run.steady`),
+    /// or preconditioning ended at its cap: compare and history treat such a run apart.
+    pub fn steady(&self) -> Option<bool> {
+        match (&self.steady, &self.precondition) {
+            (None, None) => None,
+            (a, b) => Some(a.iter().chain(b.iter()).all(|s| s.steady)),
         }
     }
 

@@ -13,6 +13,7 @@ pub const FACTS: &[&str] = &[
     "database",
     "engine",
     "read_path",
+    "arrival",
     "server_major",
     "block_size",
     "shared_buffers",
@@ -67,6 +68,12 @@ impl Shape {
                 "targets" => Some(config.targets_n().to_string()),
                 "engine" => Some(format!("{:?}", config.run.engine).to_lowercase()),
                 "read_path" => Some(config.run.read_path.as_str().to_string()),
+                // A closed loop's latency is a session's round trip; an open loop's counts
+                // from the intended start (its rate is the step's).
+                "arrival" => Some(match config.run.rate {
+                    Some(_) => format!("open ({})", config.run.arrival.as_str()),
+                    None => "closed".into(),
+                }),
                 "server_major" => env.and_then(server_major),
                 "block_size" => env
                     .map(|e| e.data_set.block_size)

@@ -54,6 +54,22 @@ pub struct StepKey {
     pub readers: u32,
     pub writers: u32,
     pub update_pct: u32,
+    /// An open loop's intended starts per second (`run.rate`, rounded); absent for a closed
+    /// loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<u64>,
+}
+
+impl StepKey {
+    /// A closed-loop step.
+    pub fn closed(readers: u32, writers: u32, update_pct: u32) -> StepKey {
+        StepKey {
+            readers,
+            writers,
+            update_pct,
+            rate_per_s: None,
+        }
+    }
 }
 
 impl std::fmt::Display for StepKey {
@@ -61,6 +77,9 @@ impl std::fmt::Display for StepKey {
         write!(f, "r{}-w{}", self.readers, self.writers)?;
         if self.update_pct > 0 {
             write!(f, "-u{}", self.update_pct)?;
+        }
+        if let Some(rate) = self.rate_per_s {
+            write!(f, "-rate{rate}")?;
         }
         Ok(())
     }
@@ -130,6 +149,10 @@ pub struct StepSummary {
     /// in `warnings`), or the ramp's shape where it shows a cap the step could not see.
     #[serde(default)]
     pub limiter: Option<crate::limits::LimiterVerdict>,
+    /// False when a repeat's window opened without its steady-state rule holding (or its
+    /// preconditioning ended at the cap): "not steady"; absent without a rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<bool>,
 }
 
 /// One target's figures in a step over several, across its repeats.
@@ -182,6 +205,7 @@ fn key_of(r: &RunResult) -> StepKey {
         readers: r.config.run.readers,
         writers: r.config.run.writers,
         update_pct: r.config.run.update_pct,
+        rate_per_s: r.config.run.rate.map(|v| v.per_s().round() as u64),
     }
 }
 
@@ -300,6 +324,10 @@ pub fn summarize(results: &[RunResult], paths: Vec<String>) -> Option<StepSummar
         device_reads_in_flight: collect(&|r| outstanding(r).and_then(|o| o.device_reads_in_flight)),
         db_reads_in_flight: collect(&|r| outstanding(r).and_then(|o| o.db_reads_in_flight)),
         limiter: first.limiter.clone(),
+        steady: results
+            .iter()
+            .filter_map(RunResult::steady)
+            .reduce(|a, b| a && b),
     })
 }
 
@@ -389,6 +417,10 @@ pub struct RampResult {
     pub environment: Option<Environment>,
     pub steps: Vec<StepSummary>,
     pub warnings: Vec<String>,
+    /// `dbio capacity`: the answer its search found, the bracketing steps and every window
+    /// in the order it ran; absent for a ramp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::CapacityResult>,
 }
 
 /// What compare and regress read: a run or a ramp, as steps.
@@ -558,16 +590,17 @@ mod tests {
 
     #[test]
     fn step_labels() {
-        let k = StepKey {
-            readers: 4,
-            writers: 1,
-            update_pct: 0,
-        };
+        let k = StepKey::closed(4, 1, 0);
         assert_eq!(k.to_string(), "r4-w1");
         let k = StepKey {
             update_pct: 20,
             ..k
         };
         assert_eq!(k.to_string(), "r4-w1-u20");
+        let k = StepKey {
+            rate_per_s: Some(500),
+            ..k
+        };
+        assert_eq!(k.to_string(), "r4-w1-u20-rate500");
     }
 }

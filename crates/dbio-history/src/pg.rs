@@ -257,6 +257,8 @@ impl HistoryStore for PgStore {
                     &s.device_read_latency_us,
                     &s.physical_read_ratio,
                     &s.cache_served,
+                    &s.rate_per_s.map(|v| v.min(i64::MAX as u64) as i64),
+                    &s.steady,
                 ],
             )
             .map_err(|x| e("cannot add a step", x))?;
@@ -298,10 +300,10 @@ impl HistoryStore for PgStore {
         let rows = self
             .client
             .query(
-                if self.version >= 2 {
-                    sql::PG_SELECT_STEPS
-                } else {
-                    sql::PG_SELECT_STEPS_V1
+                match self.version {
+                    v if v >= 3 => sql::PG_SELECT_STEPS,
+                    2 => sql::PG_SELECT_STEPS_V2,
+                    _ => sql::PG_SELECT_STEPS_V1,
                 },
                 &[],
             )
@@ -330,6 +332,11 @@ impl HistoryStore for PgStore {
                     device_read_latency_us: r.try_get(15).map_err(c)?,
                     physical_read_ratio: r.try_get(16).map_err(c)?,
                     cache_served: r.try_get(17).map_err(c)?,
+                    rate_per_s: r
+                        .try_get::<_, Option<i64>>(18)
+                        .map_err(c)?
+                        .map(|v| v.max(0) as u64),
+                    steady: r.try_get(19).map_err(c)?,
                 },
             });
         }

@@ -124,6 +124,21 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
                s.physical_read_ratio, s.cache_served
         FROM runs r JOIN steps s USING (run_id);",
     ),
+    (
+        3,
+        "open-loop rate and steadiness of a step",
+        "DROP VIEW step_figures;
+    ALTER TABLE steps ADD COLUMN rate_per_s INTEGER;
+    ALTER TABLE steps ADD COLUMN steady INTEGER;
+    CREATE VIEW step_figures AS
+        SELECT r.run_id, r.series, r.label, r.tag, r.host, r.server_version, r.started_at,
+               r.status AS run_status, s.step, s.readers, s.writers, s.update_pct,
+               s.status AS step_status, s.db_read_iops, s.db_write_iops, s.device_read_iops,
+               s.client_ops_per_s, s.client_read_p50_us, s.client_read_p99_us,
+               s.db_avg_read_latency_us, r.kind, s.device_read_latency_us,
+               s.physical_read_ratio, s.cache_served, s.rate_per_s, s.steady
+        FROM runs r JOIN steps s USING (run_id);",
+    ),
 ];
 
 /// The PostgreSQL store lives in this schema, which dbio creates and owns.
@@ -213,6 +228,21 @@ pub const PG_MIGRATIONS: &[Migration] = &[
                s.physical_read_ratio, s.cache_served
         FROM dbio_history.runs r JOIN dbio_history.steps s USING (run_id);",
     ),
+    (
+        3,
+        "open-loop rate and steadiness of a step",
+        "ALTER TABLE dbio_history.steps
+        ADD COLUMN rate_per_s bigint,
+        ADD COLUMN steady boolean;
+    CREATE OR REPLACE VIEW dbio_history.step_figures AS
+        SELECT r.run_id, r.series, r.label, r.tag, r.host, r.server_version, r.started_at,
+               r.status AS run_status, s.step, s.readers, s.writers, s.update_pct,
+               s.status AS step_status, s.db_read_iops, s.db_write_iops, s.device_read_iops,
+               s.client_ops_per_s, s.client_read_p50_us, s.client_read_p99_us,
+               s.db_avg_read_latency_us, r.kind, s.device_read_latency_us,
+               s.physical_read_ratio, s.cache_served, s.rate_per_s, s.steady
+        FROM dbio_history.runs r JOIN dbio_history.steps s USING (run_id);",
+    ),
 ];
 
 pub const PG_SCHEMA_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
@@ -258,14 +288,16 @@ pub const SQLITE_INSERT_STEP: &str =
     "INSERT INTO steps (run_id, position, step, readers, writers, update_pct, status, repeats,
         elapsed_s, db_read_iops, db_write_iops, device_read_iops, client_ops_per_s,
         client_read_p50_us, client_read_p99_us, db_avg_read_latency_us, device_read_latency_us,
-        physical_read_ratio, cache_served)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+        physical_read_ratio, cache_served, rate_per_s, steady)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+        ?20, ?21)";
 pub const PG_INSERT_STEP: &str =
     "INSERT INTO dbio_history.steps (run_id, position, step, readers, writers, update_pct,
         status, repeats, elapsed_s, db_read_iops, db_write_iops, device_read_iops,
         client_ops_per_s, client_read_p50_us, client_read_p99_us, db_avg_read_latency_us,
-        device_read_latency_us, physical_read_ratio, cache_served)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)";
+        device_read_latency_us, physical_read_ratio, cache_served, rate_per_s, steady)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+        $20, $21)";
 
 /// The run columns in the order both stores read them.
 pub const SQLITE_SELECT_RUNS: &str =
@@ -279,30 +311,42 @@ pub const PG_SELECT_RUNS: &str =
         status, started_at, finished_at, recorded_at
     FROM dbio_history.runs ORDER BY run_id";
 
-/// The step columns in the order both stores read them; a store still at schema version 1
-/// (opened read-only, so not migrated) has no columns of version 2: they read as null.
+/// The step columns in the order both stores read them; a store at an older schema version
+/// (opened read-only, so not migrated) has no columns of the later ones: they read as null.
 pub const SQLITE_SELECT_STEPS: &str =
     "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
         db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
         client_read_p99_us, db_avg_read_latency_us, device_read_latency_us, physical_read_ratio,
-        cache_served
+        cache_served, rate_per_s, steady
+    FROM steps ORDER BY run_id, position";
+pub const SQLITE_SELECT_STEPS_V2: &str =
+    "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
+        db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
+        client_read_p99_us, db_avg_read_latency_us, device_read_latency_us, physical_read_ratio,
+        cache_served, NULL, NULL
     FROM steps ORDER BY run_id, position";
 pub const SQLITE_SELECT_STEPS_V1: &str =
     "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
         db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
-        client_read_p99_us, db_avg_read_latency_us, NULL, NULL, NULL
+        client_read_p99_us, db_avg_read_latency_us, NULL, NULL, NULL, NULL, NULL
     FROM steps ORDER BY run_id, position";
 pub const PG_SELECT_STEPS: &str =
     "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
         db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
         client_read_p99_us, db_avg_read_latency_us, device_read_latency_us, physical_read_ratio,
-        cache_served
+        cache_served, rate_per_s, steady
+    FROM dbio_history.steps ORDER BY run_id, position";
+pub const PG_SELECT_STEPS_V2: &str =
+    "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
+        db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
+        client_read_p99_us, db_avg_read_latency_us, device_read_latency_us, physical_read_ratio,
+        cache_served, NULL::bigint, NULL::boolean
     FROM dbio_history.steps ORDER BY run_id, position";
 pub const PG_SELECT_STEPS_V1: &str =
     "SELECT run_id, step, readers, writers, update_pct, status, repeats, elapsed_s,
         db_read_iops, db_write_iops, device_read_iops, client_ops_per_s, client_read_p50_us,
         client_read_p99_us, db_avg_read_latency_us, NULL::double precision,
-        NULL::double precision, NULL::boolean
+        NULL::double precision, NULL::boolean, NULL::bigint, NULL::boolean
     FROM dbio_history.steps ORDER BY run_id, position";
 
 pub const SQLITE_DOCUMENT: &str = "SELECT document FROM runs WHERE run_id = ?1";

@@ -268,6 +268,8 @@ impl HistoryStore for SqliteStore {
                     s.device_read_latency_us,
                     s.physical_read_ratio,
                     s.cache_served,
+                    s.rate_per_s.map(|v| v.min(i64::MAX as u64) as i64),
+                    s.steady,
                 ],
             )
             .map_err(|e| HistoryError::store(&name, format!("cannot add a step: {e}")))?;
@@ -311,10 +313,10 @@ impl HistoryStore for SqliteStore {
             .map_err(|e| HistoryError::store(&name, format!("cannot read the runs: {e}")))?;
         let mut q = self
             .conn
-            .prepare(if self.version >= 2 {
-                sql::SQLITE_SELECT_STEPS
-            } else {
-                sql::SQLITE_SELECT_STEPS_V1
+            .prepare(match self.version {
+                v if v >= 3 => sql::SQLITE_SELECT_STEPS,
+                2 => sql::SQLITE_SELECT_STEPS_V2,
+                _ => sql::SQLITE_SELECT_STEPS_V1,
             })
             .map_err(|e| HistoryError::store(&name, e.to_string()))?;
         let raw = q
@@ -340,6 +342,8 @@ impl HistoryStore for SqliteStore {
                         device_read_latency_us: r.get(15)?,
                         physical_read_ratio: r.get(16)?,
                         cache_served: r.get(17)?,
+                        rate_per_s: r.get::<_, Option<i64>>(18)?.map(|v| v.max(0) as u64),
+                        steady: r.get(19)?,
                     },
                 ))
             })

@@ -72,6 +72,42 @@ impl Db {
         }
     }
 
+    /// A capacity search through the pipeline: a ramp whose steps it chooses, then the
+    /// ramp's files with the answer.
+    pub(crate) async fn capacity(
+        &self,
+        config: &Config,
+        line: &(dyn Fn(&str) + Sync),
+        quiet: bool,
+        progress: &dyn RampProgress,
+    ) -> Result<RampOutcome, Failure> {
+        let calibration = load_calibration(config)?;
+        let compare = compare_with(&calibration);
+        let calibrate = calibration.as_ref().map(|_| &compare as Calibrate);
+        match self {
+            Db::Postgres(targets) => {
+                let mut backends: Vec<PgBackend> =
+                    targets.iter().cloned().map(PgBackend::new).collect();
+                let shown: Vec<String> = targets.iter().map(Target::redacted).collect();
+                Ok(bench::capacity(
+                    &mut backends,
+                    config,
+                    &shown,
+                    line,
+                    quiet,
+                    progress,
+                    interrupts(),
+                    calibrate,
+                )
+                .await?)
+            }
+            Db::Oracle(admin) => {
+                crate::oracle::capacity(config, admin.clone(), line, quiet, progress, calibrate)
+                    .await
+            }
+        }
+    }
+
     /// One run through the pipeline, with its result folder and files; `calibration` puts
     /// the device's figures (a `dbio calibrate` result) beside the database's.
     pub(crate) async fn run(

@@ -2,6 +2,7 @@
 //! `dispatch` only routes a parsed command line to its module.
 
 mod calibrate;
+mod capacity;
 mod check;
 mod compare;
 mod completions;
@@ -70,6 +71,13 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             run,
             record,
         } => ramp::ramp_cmd(&common, &data, &ramp, &run, &record, quiet).await,
+        Command::Capacity {
+            common,
+            data,
+            capacity,
+            run,
+            record,
+        } => capacity::capacity_cmd(&common, &data, &capacity, &run, &record, quiet).await,
         Command::History { action } => history::dispatch(action, quiet).await,
         Command::Compare {
             inputs,

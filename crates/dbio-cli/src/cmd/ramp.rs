@@ -107,7 +107,7 @@ pub async fn ramp(
 }
 
 /// The progress bar as core's ramp sees it.
-struct Bar<'a>(&'a ProgressBar);
+pub(super) struct Bar<'a>(pub(super) &'a ProgressBar);
 
 impl RampProgress for Bar<'_> {
     fn step(&self, name: &str) {
@@ -118,5 +118,8 @@ impl RampProgress for Bar<'_> {
     }
     fn done(&self) -> u64 {
         self.0.position()
+    }
+    fn set_total(&self, total: u64) {
+        self.0.set_length(total);
     }
 }

@@ -32,7 +32,10 @@ impl Output<'_> {
 /// The live line, like `pgbench -P`.
 pub fn progress_line(p: &Progress) -> String {
     if p.warmup {
-        return "progress: warm-up".into();
+        return match &p.waiting {
+            Some(w) => format!("progress: {:.0} s before the window; {w}", p.elapsed_s),
+            None => "progress: warm-up".into(),
+        };
     }
     format!(
         "progress: {:.1} s, {:.1} ops/s, p99 {} µs, {} errors",

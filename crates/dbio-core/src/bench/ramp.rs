@@ -1,19 +1,22 @@
 //! One ramp over any backend: the same workload over a list of session counts, each step a
 //! full run (core's one pipeline) in its own folder, then the ramp's table, charts and
-//! HTML report written beside them.
+//! HTML report written beside them. What chooses the steps is a [`StepPlanner`]: the
+//! config's list (`dbio ramp`), or a search that picks each step from the ones before
+//! (`dbio capacity`, see [`crate::capacity`]).
 
 use std::path::PathBuf;
 
 use crate::Config;
 use crate::backend::{Backend, BackendError};
+use crate::capacity::CapacityResult;
 use crate::config::OnStepFailure;
 use crate::driver::RunStatus;
 use crate::error::CoreError;
 use crate::interrupt::Interrupts;
-use crate::report::chart::render_figure;
-use crate::report::ramp::{ramp_charts, ramp_csv, ramp_html, ramp_txt};
+use crate::report::chart::{render_figure, render_figure_marked};
+use crate::report::ramp::{capacity_chart, ramp_charts, ramp_csv, ramp_html, ramp_txt};
 use crate::result::{RESULT_FORMAT, RunResult};
-use crate::summary::{RampResult, summarize};
+use crate::summary::{RampResult, StepKey, StepSummary, summarize};
 
 use super::publish::{Output, write_results};
 use super::run::{Calibrate, run};
@@ -26,6 +29,8 @@ pub trait RampProgress {
     fn done_one(&self);
     /// Runs finished so far.
     fn done(&self) -> u64;
+    /// The runs the ramp will take, as now known (a search knows only a bound).
+    fn set_total(&self, _total: u64) {}
 }
 
 /// A ramp that ran (or stopped), its folder, whether its files could be written, and the
@@ -61,6 +66,88 @@ pub fn steps(config: &Config) -> Vec<(u32, u32, u32)> {
     steps
 }
 
+/// One run of a ramp: the step's sessions (and open-loop rate) and, for a step run more
+/// than once, which run it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedRun {
+    pub readers: u32,
+    pub writers: u32,
+    pub update_pct: u32,
+    /// The open-loop rate of this run, per second; None: the config's `run.rate`.
+    pub rate_per_s: Option<u64>,
+    /// 1-based repeat of its step, shown when the step runs more than once.
+    pub repeat: Option<u32>,
+    /// The sessions' key seed of this run; None: the config's `run.seed`.
+    pub seed: Option<u64>,
+}
+
+/// What chooses a ramp's runs: a fixed list (`dbio ramp`), or a search that chooses each
+/// run from the ones before (`dbio capacity`).
+pub trait StepPlanner {
+    /// The first run; None when there is none.
+    fn first(&mut self) -> Option<PlannedRun>;
+    /// The run after `done`, given its result summarised on its own; None: the ramp is over.
+    fn next(&mut self, done: &PlannedRun, summary: &StepSummary) -> Option<PlannedRun>;
+    /// Runs still to come after the next, at most (for the progress bar and the ETA).
+    fn left_hint(&self) -> u64;
+    /// The answer a search found, from every step's summary (repeats merged).
+    fn capacity(&self, _steps: &[StepSummary]) -> Option<CapacityResult> {
+        None
+    }
+    /// Whether a failed run ends the ramp.
+    fn stop_on_failure(&self) -> bool;
+    /// The ramp ended before the planner's last run, for this reason.
+    fn ended_early(&mut self, _why: &str) {}
+}
+
+/// `dbio ramp`'s runs: every step of the config, `ramp.repeat` times each.
+pub struct FixedSteps {
+    steps: Vec<(u32, u32, u32)>,
+    repeat: u32,
+    at: usize,
+    stop: bool,
+}
+
+impl FixedSteps {
+    pub fn of(config: &Config) -> FixedSteps {
+        FixedSteps {
+            steps: steps(config),
+            repeat: config.ramp.repeat.max(1),
+            at: 0,
+            stop: config.ramp.on_step_failure == OnStepFailure::Stop,
+        }
+    }
+
+    fn run(&self, at: usize) -> Option<PlannedRun> {
+        let (readers, writers, update_pct) = *self.steps.get(at / self.repeat as usize)?;
+        Some(PlannedRun {
+            readers,
+            writers,
+            update_pct,
+            rate_per_s: None,
+            repeat: (self.repeat > 1).then_some((at % self.repeat as usize) as u32 + 1),
+            seed: None,
+        })
+    }
+}
+
+impl StepPlanner for FixedSteps {
+    fn first(&mut self) -> Option<PlannedRun> {
+        self.at = 0;
+        self.run(0)
+    }
+    fn next(&mut self, _: &PlannedRun, _: &StepSummary) -> Option<PlannedRun> {
+        self.at += 1;
+        self.run(self.at)
+    }
+    fn left_hint(&self) -> u64 {
+        (self.steps.len() * self.repeat as usize).saturating_sub(self.at + 1) as u64
+    }
+    fn stop_on_failure(&self) -> bool {
+        self.stop
+    }
+}
+
 /// Runs every step on `backends` (one per target) and writes the ramp's files into its
 /// folder; `targets` are the targets as results show them.
 #[allow(clippy::too_many_arguments)]
@@ -74,18 +161,56 @@ pub async fn ramp<B: Backend>(
     interrupts: Interrupts,
     calibrate: Option<Calibrate<'_>>,
 ) -> Result<RampOutcome, BackendError> {
+    let mut plan = FixedSteps::of(config);
+    let how = Ramping {
+        targets,
+        line,
+        quiet,
+        progress,
+        interrupts,
+        calibrate,
+        what: "ramp",
+    };
+    run_planned(backends, config, &how, &mut plan).await
+}
+
+/// How a ramp talks and what it runs with, whatever chooses its steps.
+pub struct Ramping<'a> {
+    pub targets: &'a [String],
+    pub line: &'a (dyn Fn(&str) + Sync),
+    pub quiet: bool,
+    pub progress: &'a dyn RampProgress,
+    pub interrupts: Interrupts,
+    pub calibrate: Option<Calibrate<'a>>,
+    /// `ramp` or `capacity`: how its lines begin.
+    pub what: &'static str,
+}
+
+/// The runs `plan` chooses, each a full run in its own folder, then the ramp's files.
+pub async fn run_planned<B: Backend>(
+    backends: &mut [B],
+    config: &Config,
+    how: &Ramping<'_>,
+    plan: &mut dyn StepPlanner,
+) -> Result<RampOutcome, BackendError> {
+    let Ramping {
+        targets,
+        line,
+        quiet,
+        progress,
+        ref interrupts,
+        calibrate,
+        what,
+    } = *how;
     if !config.target.readers.is_empty() || !config.target.writers.is_empty() {
-        return Err(BackendError::usage(
-            "a ramp varies the session count: each step's readers and writers are spread over the targets \
-             round-robin; drop target.readers and target.writers (--target-readers/--target-writers)",
-        ));
+        return Err(BackendError::usage(format!(
+            "a {what} varies the session count: each step's readers and writers are spread over the targets \
+             round-robin; drop target.readers and target.writers (--target-readers/--target-writers)"
+        )));
     }
-    let steps = steps(config);
-    let repeat = config.ramp.repeat.max(1);
-    let label = config.run.label.clone().unwrap_or_else(|| "ramp".into());
+    let label = config.run.label.clone().unwrap_or_else(|| what.into());
     let dir = crate::output::result_dir(config.run.out.as_deref(), &label, config.run.overwrite)?;
     let started = chrono::Utc::now();
-    let total = (steps.len() as u32 * repeat) as u64;
     let planned_run_s = {
         let r = &config.run;
         let window = config.ramp.run_time.unwrap_or(r.run_time).0.as_secs_f64();
@@ -105,118 +230,169 @@ pub async fn ramp<B: Backend>(
             line(text)
         }
     };
-    let mut summaries = Vec::new();
+    // Each step's runs, in the order the steps first ran: (key, results, their paths).
+    let mut by_step: Vec<(StepKey, Vec<RunResult>, Vec<String>)> = Vec::new();
     let mut status = RunStatus::Ok;
     let mut warnings = Vec::new();
     let mut environment = None;
     let mut error: Option<BackendError> = None;
-    'steps: for (i, &(readers, writers, pct)) in steps.iter().enumerate() {
-        let mut results: Vec<RunResult> = Vec::new();
-        let mut paths = Vec::new();
-        for k in 1..=repeat {
-            let mut c = config.clone();
-            c.run.readers = readers;
-            c.run.writers = writers;
-            c.run.update_pct = pct;
-            if let Some(t) = config.ramp.run_time {
-                c.run.run_time = t;
-                c.run.work_loop = 0;
-            }
-            let name = format!(
-                "step-{:02}-r{readers}-w{writers}{}{}",
-                i + 1,
-                if pct > 0 {
-                    format!("-u{pct}")
-                } else {
-                    String::new()
-                },
-                if repeat > 1 {
-                    format!("-rep{k}")
-                } else {
-                    String::new()
+    let mut next = plan.first();
+    let mut index = 0usize;
+    while let Some(planned) = next {
+        index += 1;
+        let PlannedRun {
+            readers,
+            writers,
+            update_pct: pct,
+            rate_per_s,
+            repeat,
+            seed,
+        } = planned;
+        let mut c = config.clone();
+        c.run.readers = readers;
+        c.run.writers = writers;
+        c.run.update_pct = pct;
+        if let Some(r) = rate_per_s {
+            c.run.rate = Some(crate::config::Rate(r as f64));
+        }
+        if let Some(seed) = seed {
+            c.run.seed = seed;
+        }
+        if let Some(t) = config.ramp.run_time {
+            c.run.run_time = t;
+            c.run.work_loop = 0;
+        }
+        let name = format!(
+            "step-{index:02}-r{readers}-w{writers}{}{}{}",
+            if pct > 0 {
+                format!("-u{pct}")
+            } else {
+                String::new()
+            },
+            rate_per_s.map(|r| format!("-rate{r}")).unwrap_or_default(),
+            repeat.map(|k| format!("-rep{k}")).unwrap_or_default()
+        );
+        c.run.out = Some(dir.join(&name));
+        c.run.label = Some(format!("{label} {name}"));
+        progress.step(&name);
+        let total = progress.done() + 1 + plan.left_hint();
+        progress.set_total(total);
+        say(&format!(
+            "{what}: run {}/{}{total}: {readers} reader(s), {writers} writer(s){}{}{}{}",
+            progress.done() + 1,
+            if what == "ramp" { "" } else { "at most " },
+            if pct > 0 {
+                format!(", update_pct {pct}")
+            } else {
+                String::new()
+            },
+            rate_per_s
+                .map(|r| format!(", {r} operations/s (open loop)"))
+                .unwrap_or_default(),
+            repeat.map(|k| format!(", repeat {k}")).unwrap_or_default(),
+            eta(
+                progress.done(),
+                total,
+                clock.elapsed().as_secs_f64(),
+                planned_run_s
+            )
+        ));
+        match run(backends, &c, &output, interrupts.clone(), calibrate).await {
+            Ok(r) => {
+                progress.done_one();
+                let step_status = r.status;
+                environment.get_or_insert_with(|| r.environment.clone());
+                let alone = summarize(std::slice::from_ref(&r), vec![]);
+                let key = alone.as_ref().map(|s| s.key);
+                let path = format!("{name}/result.json");
+                match by_step.iter_mut().find(|(k, _, _)| Some(*k) == key) {
+                    Some((_, results, paths)) => {
+                        results.push(r);
+                        paths.push(path);
+                    }
+                    None => by_step.push((
+                        key.unwrap_or(StepKey::closed(readers, writers, pct)),
+                        vec![r],
+                        vec![path],
+                    )),
                 }
-            );
-            c.run.out = Some(dir.join(&name));
-            c.run.label = Some(format!("{label} {name}"));
-            progress.step(&name);
-            say(&format!(
-                "ramp: run {}/{total}: {readers} reader(s), {writers} writer(s){}{}{}",
-                progress.done() + 1,
-                if pct > 0 {
-                    format!(", update_pct {pct}")
-                } else {
-                    String::new()
-                },
-                if repeat > 1 {
-                    format!(", repeat {k}/{repeat}")
-                } else {
-                    String::new()
-                },
-                eta(
-                    progress.done(),
-                    total,
-                    clock.elapsed().as_secs_f64(),
-                    planned_run_s
-                )
-            ));
-            match run(backends, &c, &output, interrupts.clone(), calibrate).await {
-                Ok(r) => {
-                    progress.done_one();
-                    let step_status = r.status;
-                    environment.get_or_insert_with(|| r.environment.clone());
-                    results.push(r);
-                    paths.push(format!("{name}/result.json"));
-                    match step_status {
-                        RunStatus::Ok => {}
-                        RunStatus::Interrupted => {
-                            status = RunStatus::Interrupted;
+                match step_status {
+                    RunStatus::Ok => {}
+                    RunStatus::Interrupted => {
+                        status = RunStatus::Interrupted;
+                        let why = format!(
+                            "the {what} was interrupted during {name}; later steps did not run"
+                        );
+                        plan.ended_early(&why);
+                        warnings.push(why);
+                        break;
+                    }
+                    RunStatus::Failed => {
+                        status = RunStatus::Failed;
+                        warnings.push(format!("{name} failed; see its result.json"));
+                        if plan.stop_on_failure() {
                             warnings.push(format!(
-                                "the ramp was interrupted during {name}; later steps did not run"
-                            ));
-                            summaries.extend(summarize(&results, paths.clone()));
-                            break 'steps;
-                        }
-                        RunStatus::Failed => {
-                            status = RunStatus::Failed;
-                            warnings.push(format!("{name} failed; see its result.json"));
-                            if config.ramp.on_step_failure == OnStepFailure::Stop {
-                                warnings.push(
-                                    "ramp.on_step_failure is stop: later steps did not run".into(),
-                                );
-                                summaries.extend(summarize(&results, paths.clone()));
-                                break 'steps;
-                            }
-                            // The server may be restarting: give it the connect timeout to come back.
-                            for (t, b) in backends.iter().enumerate() {
-                                if !b.wait_ready(config.target.connect_timeout.0).await {
-                                    say(&format!(
-                                        "ramp: the server{} does not accept connections after the failed step",
-                                        targets
-                                            .get(t)
-                                            .filter(|_| targets.len() > 1)
-                                            .map(|t| format!(" {t}"))
-                                            .unwrap_or_default()
-                                    ));
+                                "{}: later steps did not run",
+                                if what == "ramp" {
+                                    "ramp.on_step_failure is stop"
+                                } else {
+                                    "a failed step ends the search"
                                 }
+                            ));
+                            plan.ended_early(&format!(
+                                "{name} failed; the steps after it did not run"
+                            ));
+                            break;
+                        }
+                        // The server may be restarting: give it the connect timeout to come back.
+                        for (t, b) in backends.iter().enumerate() {
+                            if !b.wait_ready(config.target.connect_timeout.0).await {
+                                say(&format!(
+                                    "{what}: the server{} does not accept connections after the failed step",
+                                    targets
+                                        .get(t)
+                                        .filter(|_| targets.len() > 1)
+                                        .map(|t| format!(" {t}"))
+                                        .unwrap_or_default()
+                                ));
                             }
                         }
                     }
                 }
-                Err(f) => {
-                    // Interrupted before its window opened (connecting, preparing).
-                    status = if interrupts.count() > 0 {
-                        RunStatus::Interrupted
-                    } else {
-                        RunStatus::Failed
-                    };
-                    warnings.push(format!("{name} could not run: {}", f.message));
-                    summaries.extend(summarize(&results, paths.clone()));
-                    error = Some(f);
-                    break 'steps;
-                }
+                next = match &alone {
+                    Some(s) => plan.next(&planned, s),
+                    None => None,
+                };
+            }
+            Err(f) => {
+                // Interrupted before its window opened (connecting, preparing).
+                status = if interrupts.count() > 0 {
+                    RunStatus::Interrupted
+                } else {
+                    RunStatus::Failed
+                };
+                warnings.push(format!("{name} could not run: {}", f.message));
+                plan.ended_early(&format!("{name} could not run"));
+                error = Some(f);
+                break;
             }
         }
-        summaries.extend(summarize(&results, paths));
+    }
+    let mut summaries: Vec<StepSummary> = by_step
+        .into_iter()
+        .filter_map(|(_, results, paths)| summarize(&results, paths))
+        .collect();
+    let capacity = plan.capacity(&summaries);
+    // A search's steps ran in its order; the table and the charts read them by load.
+    if capacity.is_some() {
+        summaries.sort_by_key(|s| {
+            (
+                s.key.writers,
+                s.key.update_pct,
+                s.key.rate_per_s,
+                s.key.readers,
+            )
+        });
     }
     // A cap the steps could not see on their own shows in their shape.
     warnings.extend(crate::limits::flat::judge_ramp(&mut summaries));
@@ -240,9 +416,10 @@ pub async fn ramp<B: Backend>(
         environment,
         steps: summaries,
         warnings,
+        capacity,
     };
     let json = serde_json::to_string_pretty(&ramp).map_err(|e| CoreError::NotWritten {
-        message: format!("cannot serialize the ramp: {e}"),
+        message: format!("cannot serialize the {what}: {e}"),
     })?;
     let svgs = ramp_svgs(&ramp);
     let mut files = vec![
@@ -262,13 +439,20 @@ pub async fn ramp<B: Backend>(
     })
 }
 
-/// The ramp's charts as SVG, by file name.
+/// The ramp's charts as SVG, by file name; a capacity search's curve with its target first.
 pub fn ramp_svgs(ramp: &RampResult) -> Vec<(&'static str, String)> {
     let label = ramp.label.as_deref().unwrap_or("ramp");
-    ramp_charts(ramp, label)
-        .into_iter()
-        .map(|(file, figure)| (file, render_figure(&figure)))
-        .collect()
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    if let Some(c) = &ramp.capacity {
+        let (figure, marks) = capacity_chart(ramp, c, label);
+        out.push(("capacity.svg", render_figure_marked(&figure, &[marks])));
+    }
+    out.extend(
+        ramp_charts(ramp, label)
+            .into_iter()
+            .map(|(file, figure)| (file, render_figure(&figure))),
+    );
+    out
 }
 
 /// ", eta 3m 20s" before run `done + 1` of `total`: from the wall-clock time of the runs so

@@ -4,7 +4,10 @@
 //! Every section denies unknown keys, so a typo is an error that names the key and its line
 //! rather than a silently ignored setting.
 
+pub mod arrival;
+pub mod capacity;
 pub mod history;
+pub mod steady;
 pub mod thresholds;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CoreError;
 use crate::units::{Dur, SizeSpec};
+
+pub use arrival::{Arrival, Rate};
+pub use capacity::{CapacityConfig, CapacityMetric, SearchOver, Slo, SloSource, SloStat};
+pub use steady::{SteadyMetric, SteadyRule};
 
 /// Limits that validation enforces; SLOB allows up to 4096 schemas and 4096 sessions.
 pub const MAX_SCHEMAS: u32 = 4096;
@@ -45,6 +52,8 @@ pub struct Config {
     pub run: RunConfig,
     pub collector: CollectorConfig,
     pub ramp: RampConfig,
+    /// `dbio capacity`: the latency target and the search.
+    pub capacity: CapacityConfig,
     pub regress: thresholds::RegressConfig,
     /// How `dbio history check` decides.
     pub history: history::HistoryConfig,
@@ -481,6 +490,22 @@ pub struct RunConfig {
     /// RFC 3339 instant (UTC, e.g. `2026-12-01T02:00:00Z`) at which the sessions are released,
     /// once connected and prepared: the shards of one run start their window together.
     pub start_at: Option<String>,
+    /// The window opens only once this holds (`iops_slope<=2%:10s`), judged after the
+    /// warm-up, for at most `steady_max`; the result says when, or "not steady".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyRule>,
+    /// The longest the window waits for `steady` (and preconditioning for its rule).
+    pub steady_max: Dur,
+    /// Before the window, every session runs updates until the update rate holds this rule
+    /// (flash garbage collection before the measurement, not inside it); write workloads only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<SteadyRule>,
+    /// Open loop: operations start at this rate across the sessions (latency counted from
+    /// each one's intended start); none: each session starts its next when the last returns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// How an open loop's intended starts are spaced: fixed or poisson.
+    pub arrival: Arrival,
 }
 
 /// One shard of a run driven by several processes (`run.shard: I/N`).
@@ -525,6 +550,7 @@ impl Default for Config {
             run: RunConfig::default(),
             collector: CollectorConfig::default(),
             ramp: RampConfig::default(),
+            capacity: CapacityConfig::default(),
             regress: thresholds::RegressConfig::default(),
             history: history::HistoryConfig::default(),
             container: ContainerConfig::default(),
@@ -609,6 +635,11 @@ impl Default for RunConfig {
             shard: None,
             collector_shard: 0,
             start_at: None,
+            steady: None,
+            steady_max: Dur(Duration::from_secs(300)),
+            precondition: None,
+            rate: None,
+            arrival: Arrival::Fixed,
         }
     }
 }
@@ -1004,6 +1035,8 @@ impl Config {
                 allowed: "10ms..=10s".into(),
             });
         }
+        self.validate_pacing()?;
+        self.validate_capacity()?;
         let ramp = &self.ramp;
         if ramp.readers.is_empty() {
             return Err(CoreError::invalid(
@@ -1059,6 +1092,129 @@ impl Config {
             return Err(CoreError::invalid(
                 "target.connect_timeout",
                 "must be above 0s",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `run.steady`, `run.precondition` and `run.rate` against the rest of the run.
+    fn validate_pacing(&self) -> Result<(), CoreError> {
+        let r = &self.run;
+        let interval = r.interval.0;
+        for (key, rule) in [
+            ("run.steady", r.steady),
+            ("run.precondition", r.precondition),
+        ] {
+            let Some(rule) = rule else { continue };
+            // A slope needs points: three intervals at least.
+            if rule.span < 3 * interval {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "its span {} holds fewer than 3 intervals of run.interval {}: lengthen the span or shorten the interval",
+                        crate::units::format_duration(rule.span),
+                        r.interval
+                    ),
+                ));
+            }
+            if r.steady_max.0 < rule.span {
+                return Err(CoreError::invalid(
+                    "run.steady_max",
+                    format!(
+                        "{} is shorter than {key}'s span {}: the rule could never be judged",
+                        r.steady_max,
+                        crate::units::format_duration(rule.span)
+                    ),
+                ));
+            }
+        }
+        let paced = [
+            ("run.steady", "--steady", r.steady.is_some()),
+            (
+                "run.precondition",
+                "--precondition",
+                r.precondition.is_some(),
+            ),
+            ("run.rate", "--rate", r.rate.is_some()),
+        ];
+        for (key, flag, on) in paced {
+            if !on {
+                continue;
+            }
+            if r.engine == SessionLoop::Server {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "run.engine: server runs each session's loop inside the database: dbio cannot pace it or watch it \
+                         interval by interval; remove {flag} or use run.engine: client"
+                    ),
+                ));
+            }
+            if r.shard.is_some() {
+                return Err(CoreError::invalid(
+                    key,
+                    format!(
+                        "the shards of one run open their windows at one instant, which {flag} would move per shard: \
+                         drive the run from one process, or remove {flag}"
+                    ),
+                ));
+            }
+        }
+        if r.precondition.is_some() && r.writers == 0 && r.update_pct == 0 {
+            return Err(CoreError::invalid(
+                "run.precondition",
+                "preconditioning readies the storage for writes: this run only reads; add writers (--writers) or \
+                 updates (--update-pct), or remove --precondition",
+            ));
+        }
+        if r.rate.is_some() {
+            if r.work_loop > 0 {
+                return Err(CoreError::invalid(
+                    "run.rate",
+                    "an open loop is paced by time: set run.run_time (--run-time) instead of run.work_loop",
+                ));
+            }
+            if r.think_time.frequency > 0 {
+                return Err(CoreError::invalid(
+                    "run.rate",
+                    "an open loop sets when operations start; a think time would too: remove one of them",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `capacity` section's bounds.
+    fn validate_capacity(&self) -> Result<(), CoreError> {
+        let c = &self.capacity;
+        range(
+            "capacity.start_sessions",
+            "--start-sessions",
+            c.start_sessions as u64,
+            1,
+            MAX_SESSIONS as u64,
+        )?;
+        range(
+            "capacity.max_sessions",
+            "--max-sessions",
+            c.max_sessions as u64,
+            c.start_sessions as u64,
+            MAX_SESSIONS as u64,
+        )?;
+        range("capacity.repeat", "--repeat", c.repeat as u64, 1, 100)?;
+        if !(c.resolution_pct > 0.0 && c.resolution_pct <= 100.0) {
+            return Err(CoreError::OutOfRange {
+                key: "capacity.resolution_pct (--resolution)".into(),
+                value: c.resolution_pct.to_string(),
+                allowed: "above 0 and at most 100 (%)".into(),
+            });
+        }
+        if let Some(start) = c.start_rate
+            && start > c.max_rate
+        {
+            return Err(CoreError::invalid(
+                "capacity.max_rate",
+                format!("{} is below capacity.start_rate {start}", c.max_rate),
             ));
         }
         Ok(())

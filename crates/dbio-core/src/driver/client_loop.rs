@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::coordinator::{Shared, Timeline, stop_cause};
+use super::arrivals::Schedule;
+use super::coordinator::{PrePhase, Shared, Timeline, stop_cause};
 use super::outcome::{EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome};
 use super::session::{OpError, Session, SessionSpec};
 use super::timeseries::Live;
@@ -22,6 +23,13 @@ pub(super) struct SessionCtx {
     /// The warm-up ends this much before `warmup` is over (`DriveConfig::snapshot_lead`).
     pub(super) lead: Duration,
     pub(super) on_error: OnError,
+    /// Open loop: the intended starts every session takes from.
+    pub(super) schedule: Option<Arc<Schedule>>,
+    /// The phases before the window are the coordinator's to end (preconditioning, a wait
+    /// for steady state), not a fixed warm-up's: the session runs until it posts the next.
+    pub(super) coordinated: bool,
+    /// Preconditioning's operations: updates only.
+    pub(super) pre_ops: Option<OpStream>,
 }
 
 /// Sessions that finished their warm-up (or ended before the window).
@@ -58,6 +66,22 @@ pub(super) struct Done {
     pub(super) t0: Instant,
     pub(super) t1: Instant,
     pub(super) result: Result<u64, OpError>,
+    /// Open loop: when the schedule meant it to start (latency counts from here).
+    pub(super) intended: Option<Instant>,
+}
+
+impl Done {
+    /// Latency in µs: from the intended start in an open loop, else from the start.
+    pub(super) fn latency_us(&self) -> u64 {
+        let from = self.intended.unwrap_or(self.t0);
+        self.t1.saturating_duration_since(from).as_micros() as u64
+    }
+
+    /// How late it started behind its intended start (µs); None in a closed loop.
+    pub(super) fn lag_us(&self) -> Option<u64> {
+        self.intended
+            .map(|at| self.t0.saturating_duration_since(at).as_micros() as u64)
+    }
 }
 
 /// State of one session's operation stream across warm-up and window.
@@ -72,13 +96,20 @@ pub(super) struct Runner<S> {
     /// never sleeps past it, and no operation starts after it. A 30 s think time in a 2 s
     /// window kept the run 30 s and counted an operation that ended after the window.
     pub(super) deadline: Option<Instant>,
+    /// Open loop: the intended starts, shared with the other sessions.
+    pub(super) schedule: Option<Arc<Schedule>>,
 }
 
 impl<S: Session> Runner<S> {
-    /// Thinks if the op says so, then runs it; `None` when the run stopped, or the phase
-    /// ended, meanwhile.
+    /// The session's next operation, paced by the schedule in an open loop.
     pub(super) fn next(&mut self) -> Option<Done> {
         let op: Op = self.ops.next_op();
+        self.step(op, true)
+    }
+
+    /// Thinks if the op says so, waits for its intended start when `paced` (an open loop),
+    /// then runs it; `None` when the run stopped, or the phase ended, meanwhile.
+    pub(super) fn step(&mut self, op: Op, paced: bool) -> Option<Done> {
         self.n += 1;
         if let Some(pause) = op.think {
             let pause = match self.deadline {
@@ -89,6 +120,10 @@ impl<S: Session> Runner<S> {
                 return None;
             }
         }
+        let intended = match self.schedule.as_ref().filter(|_| paced) {
+            Some(schedule) => Some(self.wait_for_start(schedule)?),
+            None => None,
+        };
         let t0 = Instant::now();
         let result = match op.kind {
             OpKind::Read => self.session.read(op.lo, op.hi),
@@ -102,7 +137,29 @@ impl<S: Session> Runner<S> {
             t0,
             t1: Instant::now(),
             result,
+            intended,
         })
+    }
+
+    /// Takes the next intended start and waits until it comes (at once when it has passed);
+    /// None when it lies past the phase's end, or the phase ended while waiting (a start
+    /// taken and never begun is counted missed).
+    fn wait_for_start(&self, schedule: &Schedule) -> Option<Instant> {
+        let at = schedule.take()?;
+        if let Some(end) = self.deadline.filter(|end| at >= *end) {
+            // Nothing more to start in this phase: sleep out its end rather than take start
+            // after start.
+            self.shared
+                .pause(end.saturating_duration_since(Instant::now()));
+            return None;
+        }
+        let now = Instant::now();
+        let woke = at <= now || self.shared.pause(at - now);
+        if !woke || self.deadline.is_some_and(|end| Instant::now() >= end) {
+            schedule.missed_one();
+            return None;
+        }
+        Some(at)
     }
 }
 
@@ -142,12 +199,57 @@ pub(super) fn on_op_error(
     false
 }
 
+/// The phases before the window that the coordinator ends (preconditioning, then the
+/// warm-up and the wait for steady state): their operations are counted in the live
+/// figures, which the coordinator judges interval by interval, and never in the result.
+fn coordinated_phases<S: Session>(
+    runner: &mut Runner<S>,
+    outcome: &mut SessionOutcome,
+    ctx: &SessionCtx,
+    mut pre_ops: Option<OpStream>,
+    go: Instant,
+) {
+    runner.deadline = None;
+    loop {
+        let phase = ctx.shared.pre_phase();
+        if phase == PrePhase::Over || ctx.shared.stopped() {
+            break;
+        }
+        let done = match (phase, pre_ops.as_mut()) {
+            (PrePhase::Precondition, Some(ops)) => {
+                let op = ops.next_op();
+                runner.step(op, false)
+            }
+            _ => runner.next(),
+        };
+        // None: the phase changed or the run stopped; the loop looks again.
+        let Some(done) = done else { continue };
+        let k = done.kind.index();
+        match &done.result {
+            Ok(_) => ctx.live.record(k, done.latency_us()),
+            Err(e) => {
+                if ctx.shared.stopped() {
+                    break;
+                }
+                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+                // Before the window: the negated seconds since the sessions were released.
+                let at_s = -(done.t1.saturating_duration_since(go).as_secs_f64());
+                if on_op_error(outcome, ctx, done.kind, e, at_s) {
+                    break;
+                }
+            }
+        }
+    }
+    runner.session.flush_stats();
+}
+
 pub(super) fn session_loop<S: Session>(
     session: S,
     spec: SessionSpec,
     ops: OpStream,
-    ctx: SessionCtx,
+    mut ctx: SessionCtx,
 ) -> SessionOutcome {
+    let pre_ops = ctx.pre_ops.take();
     let mut outcome = SessionOutcome::new(spec.clone());
     let mut runner = Runner {
         session,
@@ -157,6 +259,7 @@ pub(super) fn session_loop<S: Session>(
         n: 0,
         shared: Arc::clone(&ctx.shared),
         deadline: None,
+        schedule: ctx.schedule.clone(),
     };
     let arrival = Arrival(&ctx.arrivals);
     let Some(go) = ctx.shared.wait_for(|b| b.go) else {
@@ -166,7 +269,9 @@ pub(super) fn session_loop<S: Session>(
 
     // Warm-up: the same operations, not measured; then publish the statistics so the
     // "before" snapshot sees them.
-    if !ctx.warmup.is_zero() {
+    if ctx.coordinated {
+        coordinated_phases(&mut runner, &mut outcome, &ctx, pre_ops, go);
+    } else if !ctx.warmup.is_zero() {
         let warm_end = go + ctx.warmup.saturating_sub(ctx.lead);
         runner.deadline = Some(warm_end);
         while !ctx.shared.stopped() && Instant::now() < warm_end {
@@ -213,6 +318,10 @@ pub(super) fn session_loop<S: Session>(
             continue;
         };
         let k = done.kind.index();
+        if let Some(lag) = done.lag_us() {
+            hist.record_lag(lag);
+            ctx.live.record_lag(lag);
+        }
         if let Some(end) = timeline.end.filter(|end| done.t1 > *end) {
             // In flight at the window's end (cancelled there, or it finished late): neither
             // an operation of the window nor an error; how long it had been running then is
@@ -223,10 +332,9 @@ pub(super) fn session_loop<S: Session>(
         }
         match done.result {
             Ok(rows) => {
-                let us = (done.t1 - done.t0).as_micros() as u64;
+                let us = done.latency_us();
                 hist.record(k, us.max(1));
-                ctx.live.ops[k].fetch_add(1, Ordering::Relaxed);
-                ctx.live.latency.record(us);
+                ctx.live.record(k, us);
                 outcome.ops[k] += 1;
                 outcome.rows[k] += rows;
                 measured += 1;

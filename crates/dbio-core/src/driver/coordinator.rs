@@ -4,22 +4,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, watch};
 
+use super::arrivals::Schedule;
 use super::client_loop::{Arrival, Arrivals, SessionCtx, session_loop};
-use super::outcome::{DriveOutcome, EndedBy, RunStatus, SessionOutcome, merge_histograms};
+use super::outcome::{
+    DriveOutcome, EndedBy, OpenLoopOutcome, RunStatus, SessionOutcome, add_to, merge_histograms,
+};
 use super::session::{Canceller, Session, SessionSpec};
-use super::timeseries::{Live, Progress, ProgressAcc, drain};
+use super::steady::{Steadiness, SteadyJudge};
+use super::timeseries::{IntervalRow, Live, Progress, ProgressAcc, drain};
 use super::usage::{cpu_now, cpu_since};
 use super::{DriveConfig, WindowSpec};
+use crate::config::SteadyMetric;
 use crate::interrupt::Interrupts;
-use crate::stats::LOG_BUCKETS;
-use crate::workload::{OpStream, session_seed};
+use crate::stats::{LOG_BUCKETS, new_histogram};
+use crate::workload::{OpStream, SessionKind, session_seed};
 
 /// How long the driver still waits for a session thread after shutting its connection down
 /// (or after a second interrupt) before it abandons the thread.
@@ -39,6 +44,19 @@ pub(super) struct Shared {
     /// What session threads wait on: the release, the window, the stop.
     pub(super) board: Mutex<Board>,
     pub(super) board_cv: Condvar,
+    /// The coordinated phase before the window the sessions are in ([`PrePhase`]).
+    pre_phase: AtomicU8,
+}
+
+/// The phases before the window that the coordinator ends (`run.precondition`, `run.steady`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PrePhase {
+    /// Updates only, until the update rate is steady.
+    Precondition,
+    /// The workload, unmeasured: the warm-up, then the wait for steady state.
+    Warmup,
+    /// The sessions flush their statistics and wait for the window.
+    Over,
 }
 
 #[derive(Default)]
@@ -48,6 +66,9 @@ pub(super) struct Board {
     pub(super) stopped: bool,
     /// The window's time is up: no session starts another operation or think time.
     pub(super) closed: bool,
+    /// Counts the coordinated phases posted: a think time, or a wait for an intended start,
+    /// ends when it changes.
+    pub(super) phase: u32,
 }
 
 impl Shared {
@@ -59,7 +80,22 @@ impl Shared {
             reason: Mutex::new(None),
             board: Mutex::new(Board::default()),
             board_cv: Condvar::new(),
+            pre_phase: AtomicU8::new(PrePhase::Over as u8),
         })
+    }
+
+    pub(super) fn pre_phase(&self) -> PrePhase {
+        match self.pre_phase.load(Ordering::Acquire) {
+            0 => PrePhase::Precondition,
+            1 => PrePhase::Warmup,
+            _ => PrePhase::Over,
+        }
+    }
+
+    /// Moves the sessions to `phase` and wakes those pausing.
+    pub(super) fn set_pre_phase(&self, phase: PrePhase) {
+        self.pre_phase.store(phase as u8, Ordering::Release);
+        self.post(|b| b.phase += 1);
     }
 
     /// How the run ended: the first stop's status and message, or ok.
@@ -112,17 +148,17 @@ impl Shared {
         }
     }
 
-    /// Sleeps for `pause` unless the run stops or the window closes first; false when it
-    /// did (a think time never carries a session past the window's end).
+    /// Sleeps for `pause` unless the run stops, the window closes or a coordinated phase
+    /// ends first; false when one did (a think time never carries a session past the
+    /// window's end).
     pub(super) fn pause(&self, pause: Duration) -> bool {
         let Ok(b) = self.board.lock() else {
             return false;
         };
-        match self
-            .board_cv
-            .wait_timeout_while(b, pause, |b| !b.stopped && !b.closed)
-        {
-            Ok((b, _)) => !b.stopped && !b.closed,
+        let phase = b.phase;
+        let on = |b: &Board| !b.stopped && !b.closed && b.phase == phase;
+        match self.board_cv.wait_timeout_while(b, pause, |b| on(b)) {
+            Ok((b, _)) => on(&b),
             Err(_) => false,
         }
     }
@@ -186,6 +222,18 @@ where
 {
     let shared = Shared::new();
     let arrivals = Arc::new(Arrivals::default());
+    let coordinated = cfg.steady.is_some() || cfg.precondition.is_some();
+    if coordinated {
+        let first = if cfg.precondition.is_some() {
+            PrePhase::Precondition
+        } else {
+            PrePhase::Warmup
+        };
+        shared.pre_phase.store(first as u8, Ordering::Release);
+    }
+    let schedule = cfg
+        .arrivals
+        .map(|plan| Arc::new(Schedule::new(plan, Instant::now())));
     let mut cancellers = Vec::new();
     let mut lives = Vec::new();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
@@ -201,6 +249,14 @@ where
             spec.kind,
             session_seed(cfg.seed, spec.index),
         );
+        // Preconditioning updates whatever the session's kind, from keys of its own.
+        let pre_ops = cfg.precondition.map(|_| {
+            OpStream::new(
+                cfg.workload.clone(),
+                SessionKind::Writer,
+                session_seed(cfg.seed ^ PRECONDITION_SEED, spec.index),
+            )
+        });
         let ctx = SessionCtx {
             shared: Arc::clone(&shared),
             live,
@@ -208,6 +264,9 @@ where
             warmup: cfg.warmup,
             lead: cfg.snapshot_lead,
             on_error: cfg.on_error,
+            schedule: schedule.clone(),
+            coordinated,
+            pre_ops,
         };
         let tx = done_tx.clone();
         let name = spec.name.clone();
@@ -244,14 +303,47 @@ where
     let mut end = Ending::default();
     // Every session is connected and prepared: release them together.
     let released = Instant::now();
+    if let Some(s) = &schedule {
+        s.restart(released);
+    }
     shared.post(|b| b.go = Some(released));
-    if !cfg.warmup.is_zero() {
+    let mut waits = PreWindowWaits::default();
+    if coordinated {
+        let mut pre = PreWindow {
+            shared: &shared,
+            lives: &lives,
+            cfg,
+            schedule: schedule.as_deref(),
+            on_progress: &mut on_progress,
+            counts: vec![0u64; LOG_BUCKETS],
+        };
+        {
+            // Pinned once: an interrupt stops the sessions, and the waits end on it.
+            let run = pre.run();
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    w = &mut run => { waits = w; break; }
+                    by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
+                }
+            }
+        }
+        shared.set_pre_phase(PrePhase::Over);
+        while arrivals.count.load(Ordering::Acquire) < sessions_n && !shared.stopped() {
+            tokio::select! {
+                _ = arrivals.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
+            }
+        }
+    } else if !cfg.warmup.is_zero() {
         on_progress(&Progress {
             elapsed_s: 0.0,
             ops_per_s: 0.0,
             p99_us: None,
             errors: 0,
             warmup: true,
+            waiting: None,
         });
         // Every session ends its warm-up and flushes its statistics before the snapshot.
         while arrivals.count.load(Ordering::Acquire) < sessions_n && !shared.stopped() {
@@ -304,12 +396,19 @@ where
         },
         wall_at_measure: SystemTime::now(),
     };
+    // What the phases before the window counted is not the window's; the schedule of an open
+    // loop starts again with the window, owing nothing (a backlog carried over from the
+    // warm-up would pollute it).
+    let mut counts = vec![0u64; LOG_BUCKETS];
+    drain(&lives, &mut counts, timeline, measure_from, measure_from);
+    if let Some(s) = &schedule {
+        s.restart(measure_from);
+    }
     shared.post(|b| b.window = Some(timeline));
 
     let cpu_start = cpu_now();
     let mut timeseries = Vec::new();
     let mut outcomes = Vec::new();
-    let mut counts = vec![0u64; LOG_BUCKETS];
     let mut last_drain = measure_from;
     let mut progress_acc = ProgressAcc::default();
     let mut next_progress = measure_from + cfg.progress;
@@ -402,6 +501,25 @@ where
         }
     }
 
+    let open_loop = match (&schedule, cfg.arrivals) {
+        (Some(s), Some(plan)) => {
+            let mut lag = new_histogram();
+            for h in outcomes
+                .iter()
+                .filter_map(|o| o.histograms.as_ref()?.lag.as_ref())
+            {
+                add_to(h, &mut lag);
+            }
+            let (scheduled, missed_starts) = s.count(timeline.end.unwrap_or(end_instant));
+            Some(OpenLoopOutcome {
+                plan,
+                scheduled,
+                missed_starts,
+                lag,
+            })
+        }
+        _ => None,
+    };
     let (histograms, by_target) = merge_histograms(&mut outcomes);
     let (status, error) = shared.status();
     let measured_s = (end_instant - measure_from).as_secs_f64();
@@ -424,6 +542,138 @@ where
         timeseries,
         client_cpu,
         sessions_lost,
+        steady: waits.steady,
+        precondition: waits.precondition,
+        open_loop,
+    }
+}
+
+/// Mixes the run's seed for preconditioning's key streams (apart from the workload's).
+const PRECONDITION_SEED: u64 = 0x5052_4543_4f4e_4449;
+
+/// How the coordinated waits before the window ended.
+#[derive(Default)]
+struct PreWindowWaits {
+    precondition: Option<Steadiness>,
+    steady: Option<Steadiness>,
+}
+
+/// The coordinated phases before the window: preconditioning until the update rate is
+/// steady, then the warm-up, then the wait for steady state, each capped at
+/// `steady_max`. The sessions run until a phase is posted; their live figures are drained
+/// every interval and judged.
+struct PreWindow<'a, P: FnMut(&Progress)> {
+    shared: &'a Shared,
+    lives: &'a [Arc<Live>],
+    cfg: &'a DriveConfig,
+    schedule: Option<&'a Schedule>,
+    on_progress: &'a mut P,
+    counts: Vec<u64>,
+}
+
+impl<P: FnMut(&Progress)> PreWindow<'_, P> {
+    async fn run(&mut self) -> PreWindowWaits {
+        let mut out = PreWindowWaits::default();
+        if let Some(rule) = self.cfg.precondition {
+            out.precondition = self.wait_steady(rule, "preconditioning").await;
+            if self.shared.stopped() {
+                return out;
+            }
+            self.shared.set_pre_phase(PrePhase::Warmup);
+        }
+        // The warm-up begins now: an open loop's schedule with it.
+        let warm_from = Instant::now();
+        if let Some(s) = self.schedule {
+            s.restart(warm_from);
+        }
+        self.progress(0.0, None);
+        self.sleep_draining(warm_from + self.cfg.warmup).await;
+        if let Some(rule) = self.cfg.steady
+            && !self.shared.stopped()
+        {
+            out.steady = self.wait_steady(rule, "steady state").await;
+        }
+        out
+    }
+
+    /// Runs the current phase until `rule` holds over its figure or `steady_max` passes.
+    async fn wait_steady(
+        &mut self,
+        rule: crate::config::SteadyRule,
+        what: &str,
+    ) -> Option<Steadiness> {
+        let interval = self.cfg.interval;
+        let mut judge = SteadyJudge::new(rule, interval.as_secs_f64());
+        let from = Instant::now();
+        let cap = from + self.cfg.steady_max;
+        self.drain_row(from, from);
+        let mut last = from;
+        let mut next = from + interval;
+        let mut next_progress = from + self.cfg.progress;
+        while !self.shared.stopped() {
+            tokio::time::sleep_until(next.into()).await;
+            let now = Instant::now();
+            let row = self.drain_row(last, now);
+            last = now;
+            next += interval;
+            let t_s = (now - from).as_secs_f64();
+            let figure = match rule.metric {
+                SteadyMetric::IopsSlope => Some(row.ops_per_s),
+                SteadyMetric::LatSlope => row.mean_us,
+            };
+            if let Some(v) = figure
+                && row.seconds >= 0.5 * interval.as_secs_f64()
+            {
+                judge.push(t_s, v);
+            }
+            if judge.steady() || now >= cap {
+                return Some(Steadiness::of(
+                    &judge,
+                    t_s,
+                    self.cfg.steady_max.as_secs_f64(),
+                ));
+            }
+            if !self.cfg.progress.is_zero() && now >= next_progress {
+                next_progress += self.cfg.progress;
+                let slope = judge
+                    .slope_pct()
+                    .filter(|p| p.is_finite())
+                    .map(|p| format!("slope {p:.2}%/s"))
+                    .unwrap_or_else(|| "covering the span".into());
+                self.progress(t_s, Some(format!("{what}: {rule}: {slope}")));
+            }
+        }
+        None
+    }
+
+    /// Sleeps until `until`, draining the live figures every interval (they are the warm-up's).
+    async fn sleep_draining(&mut self, until: Instant) {
+        let mut last = Instant::now();
+        while !self.shared.stopped() && Instant::now() < until {
+            let next = (last + self.cfg.interval).min(until);
+            tokio::time::sleep_until(next.into()).await;
+            let now = Instant::now();
+            self.drain_row(last, now);
+            last = now;
+        }
+    }
+
+    fn drain_row(&mut self, from: Instant, to: Instant) -> IntervalRow {
+        drain(self.lives, &mut self.counts, Timeline::empty(), from, to)
+    }
+
+    fn progress(&mut self, elapsed_s: f64, waiting: Option<String>) {
+        if self.cfg.progress.is_zero() {
+            return;
+        }
+        (self.on_progress)(&Progress {
+            elapsed_s,
+            ops_per_s: 0.0,
+            p99_us: None,
+            errors: 0,
+            warmup: true,
+            waiting,
+        });
     }
 }
 

@@ -10,26 +10,31 @@
 //! a session that does not answer within a bounded grace (the server stopped answering) is
 //! cut off and counted lost, so the run always ends and its result is always written.
 
+mod arrivals;
 mod client_loop;
 mod coordinator;
 mod outcome;
 mod server_loop;
 mod session;
+mod steady;
 mod timeseries;
 mod usage;
 
+pub use arrivals::{ArrivalPlan, Starts, due_before};
 pub use coordinator::drive;
 pub use outcome::{
-    CpuUsage, DriveOutcome, EndedBy, RunStatus, SessionError, SessionHistograms, SessionOutcome,
+    CpuUsage, DriveOutcome, EndedBy, OpenLoopOutcome, RunStatus, SessionError, SessionHistograms,
+    SessionOutcome,
 };
 pub use server_loop::{LoopCounts, LoopSession, drive_loops};
 pub use session::{Canceller, OpError, Session, SessionSpec, session_specs, session_specs_over};
+pub use steady::{Steadiness, SteadyJudge};
 pub use timeseries::{IntervalRow, Progress};
 pub use usage::{cpu_now, max_rss_kib};
 
 use std::time::Duration;
 
-use crate::config::OnError;
+use crate::config::{OnError, SteadyRule};
 use crate::workload::Workload;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +62,14 @@ pub struct DriveConfig {
     /// "before" snapshot fits between the warm-up's end and that instant (zero: the window
     /// opens as soon as the snapshot is taken).
     pub snapshot_lead: Duration,
+    /// Open-loop arrivals (`run.rate`); None: the closed loop.
+    pub arrivals: Option<ArrivalPlan>,
+    /// The window opens once this holds, judged after the warm-up (`run.steady`).
+    pub steady: Option<SteadyRule>,
+    /// Before the warm-up, updates until their rate holds this (`run.precondition`).
+    pub precondition: Option<SteadyRule>,
+    /// The longest either waits (`run.steady_max`).
+    pub steady_max: Duration,
 }
 
 /// How much earlier than the window a shard's warm-up ends (`DriveConfig::snapshot_lead`):
@@ -146,6 +159,10 @@ mod tests {
             seed: 1,
             grace: STOP_GRACE,
             snapshot_lead: Duration::ZERO,
+            arrivals: None,
+            steady: None,
+            precondition: None,
+            steady_max: Duration::from_secs(60),
         }
     }
 
@@ -558,6 +575,222 @@ mod tests {
         assert_eq!(locked.ended_by, EndedBy::Window);
         let counted: u64 = out.sessions.iter().map(|s| s.ops[0]).sum();
         assert_eq!(out.histograms[0].len(), counted);
+    }
+
+    /// A session whose service time grows with every operation (a device slowing down).
+    struct SlowingSession {
+        service: Duration,
+        growth: Duration,
+    }
+
+    impl Session for SlowingSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            std::thread::sleep(self.service);
+            self.service += self.growth;
+            Ok((hi - lo + 1) as u64)
+        }
+        fn update(&mut self, lo: i64, hi: i64, _: &str) -> Result<u64, OpError> {
+            self.read(lo, hi)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn flush_stats(&mut self) {}
+    }
+
+    fn rule(text: &str) -> crate::config::SteadyRule {
+        crate::config::SteadyRule::parse(text).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_steady_workload_opens_the_window_once_its_span_is_covered() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(300)), 0);
+        c.steady = Some(rule("iops_slope<=20%:1s"));
+        c.steady_max = Duration::from_secs(20);
+        let started = Instant::now();
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        let s = out.steady.expect("the wait is recorded");
+        assert!(s.steady, "{s:?}");
+        assert_eq!(s.criterion, "iops_slope<=20%:1s");
+        // One span of 10 intervals of 100 ms, and a few more on a busy host at most.
+        assert!(s.after_s >= 0.95 && s.after_s < 5.0, "{s:?}");
+        assert!(s.slope_pct.is_some_and(|p| p <= 20.0), "{s:?}");
+        assert!(s.mean.is_some_and(|m| m > 100.0), "{s:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The wait's operations are not the window's.
+        let counted: u64 = out.sessions.iter().map(|s| s.ops[0]).sum();
+        assert_eq!(out.histograms[0].len(), counted);
+        assert!((out.measured_s - 0.3).abs() < 1e-6);
+        let series: u64 = out.timeseries.iter().map(|r| r.reads).sum();
+        assert_eq!(series, counted, "the time series holds the window only");
+    }
+
+    #[tokio::test]
+    async fn lat_slope_judges_the_intervals_mean_latency() {
+        // A steady 2 ms service time is steady by its latency too.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
+        c.steady = Some(rule("lat_slope<=20%:1s"));
+        c.steady_max = Duration::from_secs(20);
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        let s = out.steady.expect("the wait is recorded");
+        assert!(s.steady && s.criterion.starts_with("lat_slope"), "{s:?}");
+        // Its mean is the operations' latency in µs: 2 ms of service and a little more.
+        assert!(
+            s.mean.is_some_and(|m| (2000.0..20_000.0).contains(&m)),
+            "{s:?}"
+        );
+        // A service time growing 50 µs per operation is not.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
+        c.steady = Some(rule("lat_slope<=5%:1s"));
+        c.steady_max = Duration::from_millis(2500);
+        let sessions = session_specs(2, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    SlowingSession {
+                        service: Duration::from_millis(1),
+                        growth: Duration::from_micros(50),
+                    },
+                )
+            })
+            .collect();
+        let out = drive(sessions, &c, Interrupts::never(), |_| {}, ok).await;
+        let s = out.steady.expect("the wait is recorded");
+        assert!(!s.steady && s.slope_pct.is_some_and(|p| p > 5.0), "{s:?}");
+    }
+
+    #[tokio::test]
+    async fn a_drifting_workload_is_not_steady_and_the_window_opens_at_the_cap() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
+        c.steady = Some(rule("iops_slope<=5%:1s"));
+        c.steady_max = Duration::from_millis(2500);
+        // Each operation 50 µs slower than the last: from 1 ms to several within the cap,
+        // the rate falling all along.
+        let sessions = session_specs(2, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    SlowingSession {
+                        service: Duration::from_millis(1),
+                        growth: Duration::from_micros(50),
+                    },
+                )
+            })
+            .collect();
+        let out = drive(sessions, &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        let s = out.steady.expect("the wait is recorded");
+        assert!(!s.steady, "{s:?}");
+        assert!(s.after_s >= 2.5 && s.after_s < 4.0, "{s:?}");
+        assert!(s.slope_pct.is_some_and(|p| p > 5.0), "{s:?}");
+        assert!(s.describe().starts_with("NOT STEADY"));
+        assert!(!out.histograms[0].is_empty(), "the window still measured");
+    }
+
+    #[tokio::test]
+    async fn preconditioning_updates_until_steady_then_the_window_reads() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(300)), 0);
+        c.precondition = Some(rule("iops_slope<=20%:1s"));
+        c.steady_max = Duration::from_secs(20);
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        let p = out.precondition.expect("preconditioning is recorded");
+        assert!(p.steady && p.after_s >= 0.95, "{p:?}");
+        assert!(out.steady.is_none());
+        for s in &out.sessions {
+            assert_eq!(s.ops[1], 0, "readers do not update in the window: {s:?}");
+            assert!(s.ops[0] > 0);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_ends_the_wait_for_steady_state() {
+        let mut c = cfg(WindowSpec::Time(Duration::from_secs(5)), 0);
+        c.steady = Some(rule("iops_slope<=1%:10s"));
+        c.steady_max = Duration::from_secs(60);
+        let started = Instant::now();
+        let out = drive(
+            fakes(2, None),
+            &c,
+            Interrupts::after(Duration::from_millis(300)),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert_eq!(out.histograms[0].len(), 0, "nothing measured");
+    }
+
+    fn open(rate: f64) -> ArrivalPlan {
+        ArrivalPlan {
+            rate_per_s: rate,
+            arrival: crate::config::Arrival::Fixed,
+            seed: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_open_loop_below_capacity_starts_on_time() {
+        // 2 sessions of 2 ms: 1,000 operations/s at most; 100/s keeps them mostly idle.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(600)), 0);
+        c.arrivals = Some(open(100.0));
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        let o = out.open_loop.expect("the schedule is recorded");
+        assert_eq!(o.scheduled, 60);
+        let done: u64 = out
+            .sessions
+            .iter()
+            .map(|s| s.ops[0] + s.past_window[0])
+            .sum();
+        assert!(o.missed_starts <= 2, "{}", o.missed_starts);
+        assert_eq!(done + o.missed_starts, o.scheduled);
+        // Lag is thread wake-up time: far below the 10 ms between starts.
+        assert!(
+            o.lag.value_at_quantile(0.5) < 5_000,
+            "{}",
+            o.lag.value_at_quantile(0.5)
+        );
+        assert!(out.histograms[0].value_at_quantile(0.5) < 10_000);
+        let ops_per_s = out.histograms[0].len() as f64 / out.measured_s;
+        assert!((ops_per_s - 100.0).abs() < 20.0, "{ops_per_s}");
+    }
+
+    #[tokio::test]
+    async fn an_open_loop_above_capacity_lags_more_and_more_and_latency_counts_from_the_intended_start()
+     {
+        // 4,000/s against 1,000/s at most: every interval the backlog, and the lag, grow.
+        let mut c = cfg(WindowSpec::Time(Duration::from_millis(1000)), 0);
+        c.interval = Duration::from_millis(200);
+        c.arrivals = Some(open(4000.0));
+        let out = drive(fakes(2, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        let o = out.open_loop.expect("the schedule is recorded");
+        assert_eq!(o.scheduled, 4000);
+        let started = o.lag.len();
+        assert!(
+            o.missed_starts >= 2000,
+            "{} of 4000 missed",
+            o.missed_starts
+        );
+        assert_eq!(started + o.missed_starts, o.scheduled);
+        let lags: Vec<f64> = out
+            .timeseries
+            .iter()
+            .filter_map(|r| r.lag_mean_us)
+            .collect();
+        assert!(lags.len() >= 4, "{:?}", out.timeseries);
+        assert!(
+            lags[lags.len() - 1] > 3.0 * lags[0] && lags[lags.len() - 1] > 300_000.0,
+            "lag grows through the window: {lags:?}"
+        );
+        // Service is 2 ms; from the intended start the p99 is most of the window.
+        let p99 = out.histograms[0].value_at_quantile(0.99);
+        assert!(p99 > 400_000, "p99 {p99} µs");
     }
 
     // A think time of 30 s with a 2 s window counted a read that ended 28 s after it.

@@ -133,6 +133,8 @@ impl SessionOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct SessionHistograms {
     pub(super) kinds: [Option<Histogram<u32>>; 2],
+    /// Open loop: each start's lag behind its intended start (µs).
+    pub(super) lag: Option<Histogram<u32>>,
 }
 
 impl SessionHistograms {
@@ -159,16 +161,42 @@ impl SessionHistograms {
             .saturating_record(value_us);
     }
 
+    #[inline]
+    pub(super) fn record_lag(&mut self, value_us: u64) {
+        self.lag
+            .get_or_insert_with(crate::stats::new_session_histogram)
+            .saturating_record(value_us.max(1));
+    }
+
     /// Adds every recorded value to the run's u64 histograms (bucket by bucket, so nothing is
     /// lost: both have the same layout).
     pub(super) fn merge_into(&self, into: &mut [Histogram<u64>; 2]) {
         for (h, target) in self.kinds.iter().zip(into.iter_mut()) {
-            let Some(h) = h else { continue };
-            for v in h.iter_recorded() {
-                target.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u64);
+            if let Some(h) = h {
+                add_to(h, target);
             }
         }
     }
+}
+
+/// Adds a session's u32 histogram into a run's u64 one, bucket by bucket.
+pub(super) fn add_to(h: &Histogram<u32>, target: &mut Histogram<u64>) {
+    for v in h.iter_recorded() {
+        target.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u64);
+    }
+}
+
+/// What an open loop measured besides its latency (which counts from the intended starts).
+#[derive(Debug, Clone)]
+pub struct OpenLoopOutcome {
+    pub plan: super::ArrivalPlan,
+    /// Intended starts inside the window.
+    pub scheduled: u64,
+    /// Of them, not started when the window ended: never taken by a free session, or taken
+    /// too late.
+    pub missed_starts: u64,
+    /// Each start's lag behind its intended start (µs).
+    pub lag: Histogram<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,6 +227,12 @@ pub struct DriveOutcome {
     pub client_cpu: Option<CpuUsage>,
     /// Sessions that did not answer within the grace (`ended_by: lost`).
     pub sessions_lost: u32,
+    /// How the wait for steady state before the window ended (`run.steady`).
+    pub steady: Option<super::Steadiness>,
+    /// How preconditioning ended (`run.precondition`).
+    pub precondition: Option<super::Steadiness>,
+    /// The open loop's schedule (`run.rate`).
+    pub open_loop: Option<OpenLoopOutcome>,
 }
 
 /// The run's read and update histograms: every session's, merged, and each target's

@@ -214,5 +214,8 @@ where
         timeseries: Vec::new(),
         client_cpu,
         sessions_lost,
+        steady: None,
+        precondition: None,
+        open_loop: None,
     }
 }

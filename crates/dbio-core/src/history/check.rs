@@ -149,6 +149,12 @@ impl SeriesRun {
     pub fn cache_served(&self) -> bool {
         self.figures.cache_served == Some(true)
     }
+
+    /// Its window opened without its steady-state rule holding (see
+    /// [`StepFigures::steady`]): its figures may still have drifted.
+    pub fn not_steady(&self) -> bool {
+        self.figures.steady == Some(false)
+    }
 }
 
 /// Database runs and ramps, or the platform canary (calibrations of the device).
@@ -170,10 +176,12 @@ pub struct Series {
 }
 
 impl Series {
+    /// The runs a series is judged on: ok, and steady where a rule was given (a run whose
+    /// window opened without its rule holding stays out, as a failed one does).
     pub fn ok_runs(&self) -> Vec<&SeriesRun> {
         self.runs
             .iter()
-            .filter(|r| r.status == RunStatus::Ok)
+            .filter(|r| r.status == RunStatus::Ok && !r.not_steady())
             .collect()
     }
 
@@ -269,6 +277,7 @@ pub fn series_of(runs: &[StoredRun]) -> Vec<Series> {
                 readers: f.readers,
                 writers: f.writers,
                 update_pct: f.update_pct,
+                rate_per_s: f.rate_per_s,
             };
             let status = if r.status != RunStatus::Ok {
                 r.status
@@ -1019,6 +1028,16 @@ pub fn check(series: &[Series], o: &CheckOptions, decisions: &[Decision]) -> Vec
             };
             metrics.push(m);
         }
+        if let Some(n) = newest.filter(|r| r.status == RunStatus::Ok && r.not_steady()) {
+            for m in metrics.iter_mut().filter(|m| m.metric != "status") {
+                let _ = write!(
+                    m.note,
+                    "; the newest run {} was not steady (its window opened without its steady-state rule holding): \
+                     it stays out of the series and is not judged",
+                    n.name()
+                );
+            }
+        }
         // A newest run that measured the page cache is no storage measurement.
         let newest_ok = ok.last().copied();
         if let Some(n) = newest_ok
@@ -1202,6 +1221,8 @@ mod tests {
             device_read_latency_us: None,
             physical_read_ratio: None,
             cache_served: None,
+            rate_per_s: None,
+            steady: None,
         }
     }
 
@@ -1348,6 +1369,32 @@ mod tests {
             "{}",
             render_text(&c, &[])
         );
+    }
+
+    // A run whose window opened without its steady-state rule holding measured a moving
+    // figure: it stays out of the series, as a failed run does, and the check says so.
+    #[test]
+    fn a_run_that_was_not_steady_stays_out_of_the_series() {
+        let mut runs: Vec<StoredRun> = (1..=9)
+            .map(|i| stored(i, 1000.0 * (1.0 + wobble(i)), RunStatus::Ok))
+            .collect();
+        let mut drifting = stored(10, 10.0, RunStatus::Ok);
+        drifting.record.steps[0].steady = Some(false);
+        runs.push(drifting);
+        let s = series_of(&runs);
+        assert_eq!(s[0].ok_runs().len(), 9);
+        let c = check(&s, &one_metric(), &[]);
+        let m = ops_row(&c[0]);
+        assert!(!m.gates && !m.state.red(), "{m:?}");
+        assert!(m.note.contains("was not steady"), "{}", m.note);
+        // A steady run (steady: true) is judged as any other.
+        let mut runs: Vec<StoredRun> = (1..=9)
+            .map(|i| stored(i, 1000.0 * (1.0 + wobble(i)), RunStatus::Ok))
+            .collect();
+        let mut steady = stored(10, 10.0, RunStatus::Ok);
+        steady.record.steps[0].steady = Some(true);
+        runs.push(steady);
+        assert_eq!(series_of(&runs)[0].ok_runs().len(), 10);
     }
 
     #[test]

@@ -103,6 +103,15 @@ pub struct StepFigures {
     /// says. Null when the run could not tell (no device or host figures).
     #[serde(default)]
     pub cache_served: Option<bool>,
+    /// An open loop's intended starts per second (the step's `rate_per_s`); null for a
+    /// closed loop.
+    #[serde(default)]
+    pub rate_per_s: Option<u64>,
+    /// False: the step's window opened without its steady-state rule holding (or its
+    /// preconditioning ended at the cap); such a run stays out of the series' judgement.
+    /// Null without a rule.
+    #[serde(default)]
+    pub steady: Option<bool>,
 }
 
 /// One recorded run or ramp, without its document.
@@ -168,6 +177,8 @@ impl StepFigures {
             device_read_latency_us: None,
             physical_read_ratio: s.physical_read_ratio,
             cache_served,
+            rate_per_s: s.key.rate_per_s,
+            steady: s.steady,
         }
     }
 }
@@ -261,6 +272,11 @@ fn shape_of(
         "think_time": json(serde_json::to_value(&r.think_time)),
         "hot_schema": r.hot_schema,
     });
+    // An open loop's latency counts from the intended starts: another series than a
+    // closed loop's (its rate is the step's). Absent for a closed loop, as before.
+    if r.rate.is_some() {
+        shape["arrival"] = json(serde_json::to_value(r.arrival));
+    }
     if let Some(e) = environment {
         shape["data_set"] = serde_json::json!({
             "schemas": e.data_set.schemas,
@@ -478,6 +494,8 @@ fn parse_calibration(
             device_read_latency_us: mean_us,
             physical_read_ratio: None,
             cache_served: Some(false),
+            rate_per_s: None,
+            steady: None,
         });
     }
     if steps.is_empty() {

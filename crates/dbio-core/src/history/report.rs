@@ -275,6 +275,7 @@ pub fn render(
                         )
                     })
                     .collect(),
+                ..Marks::default()
             };
             charts.push(TrendChart {
                 series: s.series.clone(),

@@ -177,11 +177,7 @@ mod tests {
 
     fn step(readers: u32, iops: f64, lat_us: f64, limiter: Limiter) -> StepSummary {
         StepSummary {
-            key: StepKey {
-                readers,
-                writers: 0,
-                update_pct: 0,
-            },
+            key: StepKey::closed(readers, 0, 0),
             step: format!("r{readers}-w0"),
             repeats: 1,
             status: RunStatus::Ok,
@@ -205,6 +201,7 @@ mod tests {
             warnings: Vec::new(),
             stalled_ops: 0,
             targets: Vec::new(),
+            steady: None,
             device_await_ms: stat(0.3),
             device_queue_depth: None,
             device_reads_in_flight: None,

@@ -159,6 +159,9 @@ pub struct Marks {
     /// Shaded bands behind the points: (x from, x to, y low, y high, <title>), e.g. a
     /// segment's mean ± its run-to-run sd.
     pub bands: Vec<(f64, f64, f64, f64, String)>,
+    /// Dashed horizontal lines across the panel at these y values, each labelled (a latency
+    /// target); the y axis reaches them.
+    pub hlines: Vec<(f64, String)>,
 }
 
 /// `2026-12-01` for a day count since 1970-01-01.
@@ -229,7 +232,7 @@ pub fn render_figure(f: &Figure) -> String {
 }
 
 /// `marks[i]` applies to panel i; panels without one have none.
-fn render_figure_marked(f: &Figure, marks: &[Marks]) -> String {
+pub fn render_figure_marked(f: &Figure, marks: &[Marks]) -> String {
     let none = Marks::default();
     // The subtitle, one line per part, so a long target never runs off the figure.
     let sub_lines: Vec<&str> = f.subtitle.split("; ").filter(|l| !l.is_empty()).collect();
@@ -311,7 +314,8 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
                 .enumerate()
                 .map(move |(i, p)| p.1 + err(s, i))
         })
-        .fold(0.0f64, f64::max);
+        .fold(0.0f64, f64::max)
+        .max(marks.hlines.iter().map(|h| h.0).fold(0.0f64, f64::max));
     let y_lo = points
         .iter()
         .map(|p| p.1)
@@ -434,6 +438,18 @@ fn render_panel(o: &mut String, c: &Chart, marks: &Marks) {
         top + plot_h / 2.0,
         escape(&y_title)
     );
+    for (y, label) in &marks.hlines {
+        let yy = py(*y);
+        let _ = writeln!(
+            o,
+            r##"<line class="target" x1="{LEFT}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#2ca02c" stroke-width="2" stroke-dasharray="8 4"><title>{}</title></line><text class="target-label" x="{:.1}" y="{:.1}" font-size="11" fill="#2ca02c">{}</text>"##,
+            LEFT + plot_w,
+            escape(label),
+            LEFT + 6.0,
+            yy - 5.0,
+            escape(label)
+        );
+    }
     for (x, title) in &marks.markers {
         let _ = writeln!(
             o,

@@ -213,6 +213,25 @@ pub fn compare(sets: &[StepSet]) -> Comparison {
             sides.join("; ")
         ));
     }
+    // A step whose window opened without its steady-state rule holding measured a moving
+    // figure: its differences may be the drift's.
+    for (i, set) in sets.iter().enumerate() {
+        let drifting: Vec<&str> = set
+            .steps
+            .iter()
+            .filter(|s| s.steady == Some(false))
+            .map(|s| s.step.as_str())
+            .collect();
+        if !drifting.is_empty() {
+            notes.push(format!(
+                "NOT STEADY: input {} ({}), step(s) {}: the window opened without its steady-state rule holding \
+                 (run.steady_max ran out); their figures may still have been drifting, so a difference there may be the drift's",
+                i + 1,
+                set.label,
+                drifting.join(", ")
+            ));
+        }
+    }
     let mut rows = Vec::new();
     for (step, summaries) in matched {
         for (name, pick, tester, untested) in metrics() {
@@ -757,11 +776,7 @@ mod tests {
             h.saturating_record(v + latency_shift);
         }
         StepSummary {
-            key: StepKey {
-                readers,
-                writers: 0,
-                update_pct: 0,
-            },
+            key: StepKey::closed(readers, 0, 0),
             step: format!("r{readers}-w0"),
             repeats: 1,
             status: RunStatus::Ok,
@@ -790,6 +805,7 @@ mod tests {
             device_reads_in_flight: None,
             db_reads_in_flight: None,
             limiter: None,
+            steady: None,
         }
     }
 

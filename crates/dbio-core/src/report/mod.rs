@@ -112,6 +112,7 @@ pub fn render_text(r: &RunResult) -> String {
             w.ops_past_window
         );
     }
+    pacing_lines(&mut o, r);
     let run = &r.config.run;
     let readers = r
         .sessions
@@ -162,6 +163,8 @@ pub fn render_text(r: &RunResult) -> String {
         o,
         "{}",
         match run.engine {
+            SessionLoop::Client if r.open_loop.is_some() =>
+                "Client operations (latency of successful operations from their intended starts, µs; HDR histograms)",
             SessionLoop::Client =>
                 "Client operations (latency of successful operations, µs; HDR histograms)",
             SessionLoop::Server => {
@@ -243,6 +246,62 @@ pub fn render_text(r: &RunResult) -> String {
         }
     }
     o
+}
+
+/// How the window was paced and opened: preconditioning, the wait for steady state, an
+/// open loop's schedule and how far behind it the sessions were.
+fn pacing_lines(o: &mut String, r: &RunResult) {
+    for (name, s) in [("precond", &r.precondition), ("steady", &r.steady)] {
+        let Some(s) = s else { continue };
+        let what = match (name, s.steady) {
+            ("precond", _) => "updates before the window",
+            (_, true) => "the window opened",
+            (_, false) => "the window opened at the cap",
+        };
+        let unit = if s.criterion.starts_with("lat_slope") {
+            "µs"
+        } else {
+            "ops/s"
+        };
+        let _ = writeln!(
+            o,
+            "{name:<9} {what}: {}{}",
+            s.describe(),
+            s.mean
+                .map(|m| format!("; mean {m:.1} {unit} over the last span"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(l) = &r.open_loop {
+        let missed_pct = l.missed_starts as f64 / l.scheduled.max(1) as f64 * 100.0;
+        let _ = writeln!(
+            o,
+            "open loop {}/s {}: {} intended starts in the window, {} started, {} missed ({missed_pct:.1}%); \
+             latency counts from the intended starts",
+            l.rate_per_s,
+            l.arrival.as_str(),
+            l.scheduled,
+            l.started,
+            l.missed_starts
+        );
+        if let Some(lag) = &l.lag_us {
+            let _ = writeln!(
+                o,
+                "          lag behind the intended starts: p50 {} µs, p99 {} µs, max {} µs{}",
+                lag.p50,
+                lag.p99,
+                lag.max,
+                match (l.lag_first_quarter_us, l.lag_last_quarter_us) {
+                    (Some(a), Some(b)) => format!(
+                        "; mean {:.1} ms in the window's first quarter, {:.1} ms in its last",
+                        a / 1000.0,
+                        b / 1000.0
+                    ),
+                    _ => String::new(),
+                }
+            );
+        }
+    }
 }
 
 /// A run over several targets: a row per target and the totals, then each target's own
@@ -1051,6 +1110,9 @@ mod tests {
             timeseries: vec![],
             client_cpu: None,
             sessions_lost: 0,
+            steady: None,
+            precondition: None,
+            open_loop: None,
         };
         RunResult::build(
             ctx,

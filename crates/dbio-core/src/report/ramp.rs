@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::report::chart::{Chart, Figure, Series, escape};
+use crate::capacity::{CapacityResult, Probe};
+use crate::report::chart::{Chart, Figure, Marks, Series, escape};
 use crate::report::csv_field;
 use crate::summary::{RampResult, Stat, StepSummary};
 
@@ -166,7 +167,12 @@ pub fn ramp_txt(r: &RampResult) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "dbio ramp{}  status {}  {} .. {} UTC",
+        "dbio {}{}  status {}  {} .. {} UTC",
+        if r.capacity.is_some() {
+            "capacity"
+        } else {
+            "ramp"
+        },
         r.label
             .as_deref()
             .map(|l| format!(" \"{l}\""))
@@ -177,6 +183,12 @@ pub fn ramp_txt(r: &RampResult) -> String {
     );
     if let Some(env) = &r.environment {
         let _ = writeln!(o, "target {} (server {})", env.target, env.server_version);
+    }
+    if let Some(c) = &r.capacity {
+        for l in c.lines() {
+            let _ = writeln!(o, "{l}");
+        }
+        let _ = writeln!(o);
     }
     let _ = writeln!(
         o,
@@ -218,10 +230,10 @@ pub fn ramp_txt(r: &RampResult) -> String {
             or_dash(f2(&s.device_queue_depth)),
             or_dash(f2(&s.device_reads_in_flight)),
             s.top_wait.as_deref().unwrap_or("-"),
-            if s.status == crate::driver::RunStatus::Ok {
-                String::new()
-            } else {
-                format!("  [{}]", s.status.as_str())
+            match (s.status, s.steady) {
+                (crate::driver::RunStatus::Ok, Some(false)) => "  [not steady]".to_string(),
+                (crate::driver::RunStatus::Ok, _) => String::new(),
+                (st, _) => format!("  [{}]", st.as_str()),
             }
         );
         for t in &s.targets {
@@ -269,6 +281,9 @@ pub fn ramp_txt(r: &RampResult) -> String {
             }
         }
     }
+    if let Some(c) = &r.capacity {
+        search_table(&mut o, c);
+    }
     for w in &r.warnings {
         let _ = writeln!(o, "WARNING: {w}");
     }
@@ -276,6 +291,105 @@ pub fn ramp_txt(r: &RampResult) -> String {
         let _ = writeln!(o, "WARNING ({}): {w}", steps.join(", "));
     }
     o
+}
+
+/// A capacity search's windows in the order they ran, each judged against the target.
+fn search_table(o: &mut String, c: &CapacityResult) {
+    let _ = writeln!(
+        o,
+        "Search ({}; {}): every window in the order it ran",
+        c.slo,
+        c.metric.label()
+    );
+    let _ = writeln!(
+        o,
+        "{:>6}  {:<20} {:>7} {:>9} {:>14} {:>14}  judged",
+        "window", "step", "readers", "rate/s", "figure", "latency µs"
+    );
+    for p in &c.probes {
+        let _ = writeln!(
+            o,
+            "{:>6}  {:<20} {:>7} {:>9} {:>14} {:>14}  {}{}",
+            p.window,
+            p.step,
+            p.readers,
+            p.rate_per_s
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "-".into()),
+            p.figure
+                .map(|f| format!("{f:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            p.latency_us
+                .map(|l| format!("{l:.0}"))
+                .unwrap_or_else(|| "-".into()),
+            match p.met {
+                Some(true) => "met",
+                Some(false) => "missed",
+                None => "not judged",
+            },
+            if p.repeat {
+                " (repeat at the answer)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// Latency against the figure for every window of a capacity search, the target drawn
+/// across: the curve a DBA reads the answer off.
+pub fn capacity_chart(r: &RampResult, c: &CapacityResult, label: &str) -> (Figure, Marks) {
+    let mut probes: Vec<&Probe> = c
+        .probes
+        .iter()
+        .filter(|p| p.figure.is_some() && p.latency_us.is_some())
+        .collect();
+    probes.sort_by_key(|p| (p.rate_per_s, p.readers, p.window));
+    let label_of = |p: &Probe| {
+        let load = match p.rate_per_s {
+            Some(rate) if c.search == crate::config::SearchOver::Rate => format!("{rate}/s"),
+            _ => p.readers.to_string(),
+        };
+        if Some(&p.step) == c.answer_step.as_ref() && !p.repeat {
+            format!("{load} answer")
+        } else {
+            load
+        }
+    };
+    let series = Series {
+        name: c.slo.split("<=").next().unwrap_or("latency").to_string(),
+        points: probes
+            .iter()
+            .map(|p| (p.figure.unwrap_or(0.0), p.latency_us.unwrap_or(0.0)))
+            .collect(),
+        labels: probes.iter().map(|p| label_of(p)).collect(),
+        ..Series::default()
+    };
+    let figure = Figure {
+        title: format!("{label}: latency vs {}", c.metric.as_str()),
+        subtitle: storage_line(r),
+        panels: vec![Chart {
+            title: format!(
+                "every window of the search (labelled with its {}), joined in order of load; the target dashed",
+                match c.search {
+                    crate::config::SearchOver::Sessions => "reader sessions",
+                    crate::config::SearchOver::Rate => "rate",
+                }
+            ),
+            x_label: c.metric.label().to_string(),
+            y_label: format!(
+                "{} (µs)",
+                c.slo_text.split(" at most").next().unwrap_or("latency")
+            ),
+            series: vec![series],
+            log2_x: false,
+        }],
+    };
+    let marks = Marks {
+        hlines: vec![(c.slo_max_us(), format!("target {}", c.slo))],
+        ..Marks::default()
+    };
+    (figure, marks)
 }
 
 /// Each distinct step warning with the steps it applies to, in first-seen order: the figures
@@ -599,7 +713,16 @@ pub fn ramp_html_rows(r: &RampResult) -> (Vec<&'static str>, Vec<Vec<String>>) {
 pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
     let label = r.label.as_deref().unwrap_or("ramp");
     let mut b = String::new();
-    let _ = writeln!(b, "<h1>dbio ramp: {}</h1>", escape(label));
+    let _ = writeln!(
+        b,
+        "<h1>dbio {}: {}</h1>",
+        if r.capacity.is_some() {
+            "capacity"
+        } else {
+            "ramp"
+        },
+        escape(label)
+    );
     let _ = writeln!(
         b,
         "<p>status {}; {} .. {} UTC; {} step(s)</p>",
@@ -609,6 +732,51 @@ pub fn ramp_html(r: &RampResult, svgs: &[(&str, String)]) -> String {
         r.steps.len()
     );
     let _ = writeln!(b, "<p>{}</p>", escape(&storage_line(r)));
+    if let Some(c) = &r.capacity {
+        b.push_str("<h2>Capacity</h2>\n");
+        for l in c.lines() {
+            let _ = writeln!(b, "<p>{}</p>", escape(l.trim_start()));
+        }
+        let header = [
+            "window",
+            "step",
+            "readers",
+            "rate/s",
+            "figure",
+            "latency µs",
+            "judged",
+        ];
+        let rows: Vec<Vec<String>> = c
+            .probes
+            .iter()
+            .map(|p| {
+                vec![
+                    p.window.to_string(),
+                    p.step.clone(),
+                    p.readers.to_string(),
+                    p.rate_per_s
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    p.figure
+                        .map(|f| format!("{f:.1}"))
+                        .unwrap_or_else(|| "-".into()),
+                    p.latency_us
+                        .map(|l| format!("{l:.0}"))
+                        .unwrap_or_else(|| "-".into()),
+                    format!(
+                        "{}{}",
+                        match p.met {
+                            Some(true) => "met",
+                            Some(false) => "missed",
+                            None => "not judged",
+                        },
+                        if p.repeat { " (repeat)" } else { "" }
+                    ),
+                ]
+            })
+            .collect();
+        b.push_str(&html_table(&header, &rows, 2));
+    }
     if let Some(env) = &r.environment {
         let settings: Vec<String> = env
             .settings
@@ -692,11 +860,7 @@ mod tests {
 
     fn step(readers: u32, warnings: &[&str]) -> StepSummary {
         StepSummary {
-            key: StepKey {
-                readers,
-                writers: 0,
-                update_pct: 0,
-            },
+            key: StepKey::closed(readers, 0, 0),
             step: format!("r{readers}-w0"),
             repeats: 1,
             status: RunStatus::Ok,
@@ -726,6 +890,7 @@ mod tests {
             device_reads_in_flight: None,
             db_reads_in_flight: None,
             limiter: None,
+            steady: None,
         }
     }
 
@@ -745,6 +910,7 @@ mod tests {
                 step(2, &["page cache", "checkpoint"]),
             ],
             warnings: vec![],
+            capacity: None,
         };
         let txt = ramp_txt(&r);
         assert!(txt.contains("WARNING (r1-w0, r2-w0): page cache"), "{txt}");
@@ -777,6 +943,7 @@ mod tests {
             environment: None,
             steps: vec![step(1, &[]), two],
             warnings: vec![],
+            capacity: None,
         };
         let txt = ramp_txt(&r);
         assert!(!txt.contains("0.000"), "{txt}");

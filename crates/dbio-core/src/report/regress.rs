@@ -337,11 +337,7 @@ mod tests {
 
     fn step(readers: u32, iops: f64, latency: f64) -> StepSummary {
         StepSummary {
-            key: StepKey {
-                readers,
-                writers: 0,
-                update_pct: 0,
-            },
+            key: StepKey::closed(readers, 0, 0),
             step: format!("r{readers}-w0"),
             repeats: 1,
             status: RunStatus::Ok,
@@ -370,6 +366,7 @@ mod tests {
             device_reads_in_flight: None,
             db_reads_in_flight: None,
             limiter: None,
+            steady: None,
         }
     }
 
