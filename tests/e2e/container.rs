@@ -265,7 +265,9 @@ fn two_nights_in_a_real_postgres_container_measure_the_device_and_leave_nothing_
     );
     assert_exit(&list, 0);
     let text = stdout(&list);
-    assert!(text.contains("2 run(s)"), "{text}");
+    // Two nights, each with its platform canary (a calibration on the data volume's device).
+    assert!(text.contains("4 run(s)"), "{text}");
+    assert_eq!(text.matches("platform [").count(), 2, "{text}");
     let rows: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("nightly-container ["))

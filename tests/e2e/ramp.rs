@@ -345,7 +345,24 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
         results.join("history.sqlite").to_str().unwrap(),
     ]);
     assert_exit(&list, 0);
-    assert!(stdout(&list).contains("2 run(s)"), "{}", stdout(&list));
+    // Each night also recorded its platform canary (a calibration of the scratch folder's
+    // device), the platform series beside the database's.
+    let text = stdout(&list);
+    assert!(text.contains("4 run(s)"), "{text}");
+    assert_eq!(text.matches("platform [").count(), 2, "{text}");
+    assert_eq!(text.matches("nightly-test [").count(), 2, "{text}");
+    for night in &runs {
+        assert!(
+            night.path().join("canary/calibrate.json").is_file(),
+            "the canary's files are in the night's folder"
+        );
+    }
+    assert!(
+        !scratch.join("dbio-canary.dat").exists(),
+        "the canary's file is removed"
+    );
+    // The ramp ran with --quiet; its warnings are in the night's log all the same.
+    assert!(second.contains("nightly: warning: "), "{second}");
     let junit = std::fs::read_to_string(runs[0].path().join("junit.xml")).unwrap();
     assert!(junit.contains("dbio history check"), "{junit}");
     // The scratch server is stopped at the end.

@@ -271,6 +271,35 @@ impl ServerContainer {
         &self.name
     }
 
+    /// Where the night's data volume is on this host (`volume inspect`'s Mountpoint): the
+    /// data's device, for the platform canary. Err with the reason when the engine does not
+    /// say (a remote engine, a volume driver without a local folder).
+    pub fn data_mountpoint(&self) -> Result<PathBuf, String> {
+        let out = self
+            .engine
+            .command()
+            .args([
+                "volume",
+                "inspect",
+                "--format",
+                "{{.Mountpoint}}",
+                &self.volume,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{} volume inspect: {e}", self.engine.program()))?;
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || path.is_empty() || !Path::new(&path).is_dir() {
+            return Err(format!(
+                "{} volume inspect {} gave no folder on this host ({})",
+                self.engine.program(),
+                self.volume,
+                text_of(&out).trim()
+            ));
+        }
+        Ok(PathBuf::from(path))
+    }
+
     /// The server's log (the container's output), or its last `tail` lines.
     pub fn logs(&self, tail: Option<usize>) -> String {
         let mut cmd = self.engine.command();

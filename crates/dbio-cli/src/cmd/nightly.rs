@@ -154,6 +154,19 @@ async fn night(
         Some(c) => vec!["--config".into(), c.display().to_string()],
         None => Vec::new(),
     };
+    // The night's folder is made here and holds only this night: the canary's folder, then
+    // the ramp's files (so the ramp may write into a folder that is not empty).
+    std::fs::create_dir_all(&a.results)
+        .and_then(|()| std::fs::create_dir(&out))
+        .map_err(|e| {
+            Failure::new(
+                2,
+                format!("nightly: the night's folder {}: {e}", out.display()),
+            )
+        })?;
+    if config.nightly.canary {
+        canary(a, config, server, &store, &out).await;
+    }
     let setup = dbio(["setup", "--dsn", &dsn, "--quiet"], &config_args).await;
     if setup != 0 {
         return Err(Failure::new(
@@ -175,6 +188,7 @@ async fn night(
             &out.display().to_string(),
             "--quiet",
             "--record",
+            "--overwrite",
         ],
         &ramp_args,
     )
@@ -193,6 +207,11 @@ async fn night(
             ramp_code.max(1),
             format!("nightly: the ramp wrote no ramp.json (exit {ramp_code})"),
         ));
+    }
+    // The ramp ran quietly; its warnings (page-cache reads, a checkpoint in the window, a
+    // cap, ...) belong in the night's log all the same.
+    for w in ramp_warnings(&out.join("ramp.json")) {
+        errln!("nightly: warning: {w}");
     }
     let mut check_args = config_args;
     if let Some(label) = &config.run.label {
@@ -223,6 +242,108 @@ async fn night(
         check
     };
     Ok((code, out, ramp_code))
+}
+
+/// The platform canary: a short raw-device calibration of a file on the data's device,
+/// recorded in the store as the platform series (`history check` labels a database change
+/// that coincides with one of the canary `platform`). It never fails the night: a canary
+/// that cannot run is said, and the night goes on without it.
+async fn canary(
+    a: &NightlyArgs,
+    config: &dbio_core::Config,
+    server: &Server,
+    store: &str,
+    out: &std::path::Path,
+) {
+    let n = &config.nightly;
+    let folder = match &n.canary_path {
+        Some(p) => Ok(p.clone()),
+        None => match server {
+            Server::Given(_) => Err(
+                "the server --dsn names may be on another host, so its data's device is unknown here: \
+                 set nightly.canary_path to a folder on that device (or nightly.canary: false)"
+                    .to_string(),
+            ),
+            Server::Container(c) => c.data_mountpoint(),
+            Server::Scratch(dir, _) => Ok(dir.clone()),
+        },
+    };
+    let folder = match folder {
+        Ok(f) => f,
+        Err(why) => {
+            errln!("nightly: warning: no platform canary tonight: {why}");
+            return;
+        }
+    };
+    let file = folder.join("dbio-canary.dat");
+    // Only a file this night made is removed afterwards.
+    let existed = std::fs::symlink_metadata(&file).is_ok();
+    let levels: Vec<String> = n.canary_levels.iter().map(u32::to_string).collect();
+    let mut args = vec![
+        "--path".to_string(),
+        file.display().to_string(),
+        "--create".into(),
+        "--size".into(),
+        n.canary_size.to_string(),
+        "--levels".into(),
+        levels.join(","),
+        "--duration".into(),
+        n.canary_duration.to_string(),
+        "--out".into(),
+        out.join("canary").display().to_string(),
+        "--quiet".into(),
+        "--record".into(),
+        "--store".into(),
+        store.to_string(),
+    ];
+    if let Some(tag) = &a.tag {
+        args.extend(["--tag".to_string(), tag.clone()]);
+    }
+    let code = dbio(["calibrate"], &args).await;
+    if !existed && let Err(e) = std::fs::remove_file(&file) {
+        errln!(
+            "dbio: warning: the canary's file {} was not removed: {e}",
+            file.display()
+        );
+    }
+    if code != 0 {
+        errln!(
+            "nightly: warning: the platform canary on {} ended with exit {code} (see above): \
+             tonight has no platform point",
+            folder.display()
+        );
+    }
+}
+
+/// Every warning of a ramp.json, the ramp's and its steps' (each once), or none when it
+/// cannot be read.
+fn ramp_warnings(path: &std::path::Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let texts = |v: &serde_json::Value| -> Vec<String> {
+        v["warnings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| w.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut all = texts(&doc);
+    for step in doc["steps"].as_array().into_iter().flatten() {
+        for w in texts(step) {
+            let w = format!("step {}: {w}", step["step"].as_str().unwrap_or("?"));
+            if !all.contains(&w) {
+                all.push(w);
+            }
+        }
+    }
+    all
 }
 
 /// Runs `dbio ARGS... EXTRA...` in this process and returns its exit code; its error is

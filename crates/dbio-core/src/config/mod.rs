@@ -60,6 +60,64 @@ pub struct Config {
     /// The PostgreSQL container `dbio nightly --container ENGINE` starts (and the scratch
     /// cluster's shared_buffers otherwise).
     pub container: ContainerConfig,
+    /// `dbio nightly`: its platform canary.
+    pub nightly: NightlyConfig,
+}
+
+/// The nightly's platform canary: a short raw-device calibration of the data's device,
+/// recorded as the platform series, so that a database change that coincides with a change
+/// of the device is labelled `platform` (docs/REGRESSION.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NightlyConfig {
+    /// Run the canary before the night's setup.
+    pub canary: bool,
+    /// A folder on the data's device for the canary's file. Default: the container's data
+    /// volume, or the scratch cluster's folder; a server given with --dsn has no default
+    /// (its device may be on another host), so the canary is skipped there unless set.
+    pub canary_path: Option<std::path::PathBuf>,
+    /// The canary file's size (created, measured with O_DIRECT, removed).
+    pub canary_size: SizeSpec,
+    /// Outstanding I/Os of each measured point.
+    pub canary_levels: Vec<u32>,
+    /// Time per point.
+    pub canary_duration: Dur,
+}
+
+impl NightlyConfig {
+    fn validate(&self) -> Result<(), CoreError> {
+        if self.canary_levels.is_empty() || self.canary_levels.contains(&0) {
+            return Err(CoreError::invalid(
+                "nightly.canary_levels",
+                "give one or more load levels above 0, e.g. [1, 4]",
+            ));
+        }
+        if self.canary_size.to_bytes(8192) < 1 << 20 {
+            return Err(CoreError::invalid(
+                "nightly.canary_size",
+                "the canary needs a file of at least 1MB (64MB by default)",
+            ));
+        }
+        if self.canary_duration.0.is_zero() {
+            return Err(CoreError::invalid(
+                "nightly.canary_duration",
+                "give a time per point above 0, e.g. 2s",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for NightlyConfig {
+    fn default() -> Self {
+        NightlyConfig {
+            canary: true,
+            canary_path: None,
+            canary_size: SizeSpec::Bytes(64 << 20),
+            canary_levels: vec![1, 4],
+            canary_duration: Dur(Duration::from_secs(2)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -554,6 +612,7 @@ impl Default for Config {
             regress: thresholds::RegressConfig::default(),
             history: history::HistoryConfig::default(),
             container: ContainerConfig::default(),
+            nightly: NightlyConfig::default(),
         }
     }
 }
@@ -849,6 +908,7 @@ impl Config {
         self.validate_targets()?;
         self.history.validate()?;
         self.container.validate()?;
+        self.nightly.validate()?;
         if !self.target.services.is_empty() && self.engine != Database::Oracle {
             return Err(CoreError::invalid(
                 "target.services",
