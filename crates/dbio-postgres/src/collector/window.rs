@@ -451,14 +451,21 @@ impl WindowCollector {
         // readings: the host's /proc/stat now, not after the waits below (idle time would
         // dilute its busy share).
         let mut samples = started.sampler.stop().await;
-        let cpu_after = self.read_cpu().await;
+        // One deadline for every read after the window: a server that stopped answering
+        // must not keep the result from being written (the CPU readings go through the
+        // connection too: a stopped server once held a Ctrl-C'd run here for good).
+        let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
+        let cpu_after = tokio::time::timeout_at(deadline, self.read_cpu())
+            .await
+            .ok()
+            .flatten();
         let server_stat = match &self.limits.cpu {
-            Some(p) => p.read_stat(&self.client).await,
+            Some(p) => tokio::time::timeout_at(deadline, p.read_stat(&self.client))
+                .await
+                .ok()
+                .flatten(),
             None => None,
         };
-        // One deadline for every read after the window: a server that stopped answering
-        // must not keep the result from being written.
-        let deadline = tokio::time::Instant::now() + AFTER_SNAPSHOT_TIMEOUT;
         // A session's backend publishes its last statistics as it exits (before_shmem_exit,
         // ahead of leaving pg_stat_activity): on a busy host the "after" snapshot could
         // otherwise run before the last sessions' counts are in.
