@@ -1,5 +1,9 @@
-//! dbio-core: what every database backend shares. Configuration and units, the SLOB data-set
-//! plan, and (as they are built) the workload, measurements and reports. No SQL lives here.
+//! dbio-core: what every database backend shares, and no SQL. The configuration (`config`,
+//! `units`), the SLOB data set (`dataset`, `key_order`, `discover`), the one run pipeline over
+//! the [`backend::Backend`] trait (`bench`, `plan`, `driver`, `workload`), the measurements and
+//! the verdicts drawn from them (`stats`, `limits`, `capacity`, `shape`), result.json and its
+//! readers (`result`, `summary`, `merge`, `input`, `output`), the reports (`report`), and the
+//! results store's model and change-point gate (`history`). docs/design.md maps the modules.
 
 pub mod backend;
 pub mod bench;

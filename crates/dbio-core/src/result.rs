@@ -1,6 +1,8 @@
 //! `result.json`: one versioned document per run. The client part is filled from the driver's
-//! measurements; `db`, `waits` and `device` hold the database collector's and the OS
-//! collector's figures (null where they could not be collected, with a warning saying why).
+//! measurements; `db`, `waits`, `device` and `host` hold the database collector's and the OS
+//! collector's figures (null where they could not be collected, with a warning saying why);
+//! `limits` and `limiter` say what limited the run; `targets` holds each target of a
+//! several-target run, `shard` and `merge` a sharded run's identity and how it was combined.
 
 use std::collections::BTreeMap;
 use std::path::Path;

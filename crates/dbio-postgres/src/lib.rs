@@ -1,6 +1,12 @@
-//! dbio-postgres: the PostgreSQL backend. Connections follow libpq habits (`conn`), the loader
-//! builds the SLOB data set with binary COPY (`loader`), `check` verifies it, `teardown` drops
-//! only what dbio made, and `scratch` manages throwaway clusters for the quickstart and tests.
+//! dbio-postgres: the PostgreSQL backend. Connections follow libpq (`conn`, `dsn`, `tls`), the
+//! loader builds the SLOB data set with binary COPY (`loader`), `check` verifies it,
+//! `teardown` drops only what dbio made, all of them reading dbio's marks (`marker`). A run's
+//! preflight verifies and holds the data set (`run`, `verify`, `lock`, `maintenance`); the
+//! measured sessions speak the protocol themselves (`session` over `wire`); around the window
+//! the AWR-like collector (`collector`), the wait sampler (`sampler`) and the host's own figures
+//! (`host`, `cgroup`, `caps`, `cpu`, `residency`) measure, and `rights` names every figure the
+//! role may not read. `backend` gives core's traits; `scratch` manages throwaway clusters for
+//! the quickstart, the nightly and the tests.
 
 pub mod backend;
 pub mod caps;

@@ -1,6 +1,6 @@
 //! Least privilege: which of dbio's figures the connected role cannot have, and the exact
 //! GRANT for each. `dbio check` prints the list before a run; every run records it.
-//! The minimal benchmark role is in the README ("A benchmark role").
+//! The minimal benchmark role is in docs/guide.md ("A benchmark role").
 
 use dbio_core::stats::dbstats::MissingRight;
 use tokio_postgres::Client;

@@ -1,7 +1,9 @@
-//! Before a run: verify the data set is complete and the right size (the light part of
-//! `check`: marks and catalog, no table scan), record the settings that matter, warn where
-//! the numbers may mislead; then open every session, connected and prepared, before the
-//! driver's clock starts.
+//! Before a run: hold the data set (`lock`), verify what is about to be measured (`verify`:
+//! size, tablespace, key order and the reader's plan, from the marks, the catalog and a few
+//! index probes, no table scan), VACUUM the tables a run with updates left changed
+//! (`maintenance`), record the settings that matter and the figures the role may not read
+//! (`rights`), warn where the numbers may mislead; then open every session, connected and
+//! prepared, before the driver's clock starts.
 
 use std::collections::{BTreeMap, BTreeSet};
 

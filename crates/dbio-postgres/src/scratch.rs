@@ -1,6 +1,7 @@
 //! Throwaway PostgreSQL clusters: initdb into a directory, start on a free loopback port with
-//! settings dbio controls (shared_buffers, track_io_timing), stop cleanly. The quickstart, the
-//! tests and `dbio scratch` all use this one manager.
+//! settings dbio controls (shared_buffers, track_io_timing, and those asked for: `--set`,
+//! `--direct-io`), stop cleanly. The quickstart, the tests, `dbio scratch` and the nightly's
+//! scratch mode all use this one manager.
 //!
 //! initdb and pg_ctl refuse to run as root, so as root every server command runs as the
 //! `postgres` OS user (`runuser -u postgres --`) on a directory that user owns.

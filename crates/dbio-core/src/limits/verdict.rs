@@ -1,6 +1,6 @@
 //! The limiter verdict: what limited a run, in one line, with the figures that decided it.
 //!
-//! The rules, in order (the first that holds is the verdict; DESIGN.md, "Verdicts"):
+//! The rules, in order (the first that holds is the verdict; docs/design.md, "Verdicts"):
 //!
 //! 1. **locks**: lock waits (PostgreSQL Lock and BufferPin, Oracle Application and
 //!    Concurrency classes) are at least 30% of the sessions' DB time.

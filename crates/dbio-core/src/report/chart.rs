@@ -2,11 +2,13 @@
 //! own y axis (one unit and one magnitude per axis: a panel whose series span more than a
 //! decade gets a log axis), round ticks that never overlap, one polyline per series drawn in
 //! the order of its points (a ramp's order), a label on every point, error bars (±1 sd
-//! across repeats) and a legend. Each circle carries a <title> with its values. A point whose
-//! step the OS page cache served (device reads, or the backends' own storage reads, under half
-//! of what was read) is drawn hollow, labelled `cache`, and the panel says what that means,
-//! so memory speed is never read as storage I/O. No fonts or scripts are fetched, so the files work offline and inline
-//! in report.html.
+//! across repeats) and a legend. Each circle carries a `<title>` with its values. A point
+//! whose step the OS page cache served (device reads, or the backends' own storage reads, under
+//! half of what was read) is drawn hollow, labelled `cache`, and the panel says what that
+//! means, so memory speed is never read as storage I/O. [`Marks`] add what history's trends
+//! and capacity.svg need: dates on the x axis, change-point markers, bands, and horizontal
+//! lines such as a latency target. No fonts or scripts are fetched, so the files work offline
+//! and inline in report.html.
 
 use std::fmt::Write as _;
 

@@ -1,7 +1,9 @@
 //! `report.txt`: the run's result as a person reads it. Every figure carries its unit and
 //! comes from a field of result.json.
 //!
-//! Beside it: SVG charts (`chart`), the ramp's table, charts and HTML (`ramp`), compare's and regress's tables and verdicts (`compare`, `regress`).
+//! Beside it: its "What limited this run" section (`limits`), SVG charts (`chart`), the ramp's
+//! table, charts and HTML (`ramp`), compare's and regress's tables and verdicts (`compare`,
+//! `regress`).
 
 pub mod chart;
 pub mod compare;
