@@ -206,7 +206,7 @@ async fn waits_counted_once(io_method: &str) {
     let r = read_result(out.path());
     assert_valid_result(&r);
     let w = &r["waits"];
-    assert_eq!(w["sessions_by"], "backend PID");
+    assert_eq!(w["sessions_by"], "backend PID", "{io_method}: {w}");
     let fg = &w["foreground"];
     // The sampler's resolution: one sample per session per period, over the window.
     let total = pct_sum(fg);
@@ -226,7 +226,7 @@ async fn waits_counted_once(io_method: &str) {
         .iter()
         .find(|e| e["event"] == "IO:DataFileRead")
         .unwrap_or_else(|| panic!("{io_method}: no DataFileRead row: {fg}"));
-    assert_eq!(read["measured"], true);
+    assert_eq!(read["measured"], true, "{io_method}: {read}");
     assert!(
         read["note"].as_str().unwrap_or("").contains("waiting"),
         "{read}"
@@ -238,7 +238,9 @@ async fn waits_counted_once(io_method: &str) {
     // io workers are server processes: never in the foreground.
     if io_method == "worker" {
         assert!(
-            num(&r, &["host", "io_worker_read_bytes"]) >= 0.0,
+            r["host"]["io_worker_read_bytes"]
+                .as_f64()
+                .is_some_and(|b| b >= 0.0),
             "the io workers were read: {}",
             r["host"]
         );
