@@ -196,7 +196,7 @@ async fn waits_counted_once(io_method: &str) {
             "--readers",
             "2",
             "--run-time",
-            "2s",
+            "4s",
             "-q",
             "--out",
             out.path().to_str().unwrap(),
@@ -208,11 +208,17 @@ async fn waits_counted_once(io_method: &str) {
     let w = &r["waits"];
     assert_eq!(w["sessions_by"], "backend PID", "{io_method}: {w}");
     let fg = &w["foreground"];
-    // The sampler's resolution: one sample per session per period, over the window.
+    // The sampler's resolution: one sample per session per achieved period, over the window.
+    // On a loaded host the achieved period grows (fewer samples, each worth more of DB time):
+    // the bound allows three samples per session beside the 10%.
     let total = pct_sum(fg);
+    let period_s = num(w, &["achieved_period_ms"]) / 1000.0;
+    let db_time_s = num(w, &["db_time_s"]);
+    let bound = 110.0 + 100.0 * 3.0 * 2.0 * period_s / db_time_s;
     assert!(
-        total <= 110.0,
-        "{io_method}: the foreground sums to {total}% of DB time: {fg}"
+        total <= bound,
+        "{io_method}: the foreground sums to {total}% of DB time (bound {bound:.0}%: achieved \
+         period {period_s} s, DB time {db_time_s} s): {fg}"
     );
     let events: Vec<&str> = fg
         .as_array()
