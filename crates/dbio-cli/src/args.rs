@@ -931,7 +931,7 @@ impl RunArgs {
 /// Options every command that talks to a database takes.
 #[derive(Debug, Args, Clone, Default)]
 pub struct CommonArgs {
-    /// YAML config file (see configs/ and the README's configuration reference).
+    /// YAML config file (see configs/ and docs/configuration.md).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Connection string "host=H port=P user=U dbname=D" or postgresql://U@H:P/D [config:

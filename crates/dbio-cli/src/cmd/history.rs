@@ -118,7 +118,7 @@ pub enum HistoryAction {
         /// Write JUnit XML for CI systems.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
-        /// What stdout gets: text, or json (every series with its state; see the README).
+        /// What stdout gets: text, or json (every series with its state; see docs/nightly.md).
         #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
         format: Format,
     },
