@@ -215,7 +215,7 @@ macro_rules! open_all {
 
 /// One measured window on `backends` (one per target: `target.dsns`, else one), its result
 /// written to the run's folder. Six phases, each taking what the one before gave:
-/// [`preflight`], [`plan`], [`open`], [`drive`], [`collect`], then [`publish`]. A phase that
+/// `preflight`, `plan`, `open`, `drive`, `collect`, then `publish`. A phase that
 /// fails ends the run with its error: nothing is published, and what it opened (sessions,
 /// collectors) is dropped, which closes it.
 pub async fn run<B: Backend>(
@@ -350,7 +350,7 @@ async fn preflight<B: Backend>(
     Ok(Preflight { out_dir, facts })
 }
 
-/// Phase 2: the immutable [`RunPlan`] from the config and the first target's facts, the
+/// Phase 2: the immutable `RunPlan` from the config and the first target's facts, the
 /// environment and warnings the facts give, and, for shards started at an instant, every
 /// server's clock checked against this host's.
 async fn plan<B: Backend>(
