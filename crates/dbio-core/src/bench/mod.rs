@@ -3,6 +3,8 @@
 //! The CLI picks the backend once; everything from preflight to result.json is here.
 
 mod capacity;
+#[cfg(test)]
+mod fake;
 mod publish;
 mod ramp;
 mod run;

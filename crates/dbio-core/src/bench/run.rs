@@ -1,19 +1,20 @@
-//! One run over any backend: refusals first (before anything touches the server or the
-//! disk), preflight (the server's facts, the data set verified and maintained), the plan,
-//! the result folder, the sessions, the window between the collector's snapshots,
-//! result.json and report.txt.
+//! One run over any backend, in phases: preflight (refusals first, before anything touches
+//! the server or the disk; the result folder; the server's facts, the data set verified and
+//! maintained), the plan, the sessions opened, the window driven between the collector's
+//! snapshots, the figures collected into the result, result.json and report.txt published.
 
 use std::future::Future;
+use std::path::PathBuf;
 
 use crate::Config;
 use crate::backend::{Backend, BackendError, ServerFacts, WindowCollector, WindowFigures};
 use crate::config::SessionLoop;
-use crate::driver::{drive, drive_loops};
+use crate::driver::{DriveOutcome, SessionSpec, drive_loops};
 use crate::interrupt::Interrupts;
 use crate::limits::{self, ClientCpu, CpuReading, Limits};
 use crate::output;
 use crate::plan::RunPlan;
-use crate::result::{RunContext, RunResult, SessionTls, TargetResult};
+use crate::result::{Environment, RunContext, RunResult, SessionTls, TargetResult};
 use crate::stats::dbstats::CalibrationCompare;
 
 use super::publish::{Output, progress_line, publish};
@@ -213,7 +214,10 @@ macro_rules! open_all {
 }
 
 /// One measured window on `backends` (one per target: `target.dsns`, else one), its result
-/// written to the run's folder.
+/// written to the run's folder. Six phases, each taking what the one before gave:
+/// `preflight`, `plan`, `open`, `drive`, `collect`, then `publish`. A phase that
+/// fails ends the run with its error: nothing is published, and what it opened (sessions,
+/// collectors) is dropped, which closes it.
 pub async fn run<B: Backend>(
     backends: &mut [B],
     config: &Config,
@@ -221,6 +225,78 @@ pub async fn run<B: Backend>(
     interrupts: Interrupts,
     calibrate: Option<Calibrate<'_>>,
 ) -> Result<RunResult, BackendError> {
+    let ctx = RunCtx {
+        config,
+        output,
+        interrupts: &interrupts,
+    };
+    let pre = preflight(backends, &ctx).await?;
+    let mut warnings = Vec::new();
+    let planned = plan(backends, &ctx, &pre, &mut warnings).await?;
+    let opened = open(backends, &ctx, &pre, &planned).await?;
+    let window = drive(opened, &ctx, &planned, &mut warnings).await?;
+    let result = collect(backends, &ctx, &pre, planned, window, warnings, calibrate).await?;
+    publish(&result, &pre.out_dir, output)?;
+    Ok(result)
+}
+
+/// What every phase of a run reads: the config as given, where it talks to the user, and
+/// the user's requests to stop.
+struct RunCtx<'a> {
+    config: &'a Config,
+    output: &'a Output<'a>,
+    interrupts: &'a Interrupts,
+}
+
+/// What preflight found: the result folder (checked new or empty, nothing written yet) and
+/// each target's facts, in target order.
+struct Preflight {
+    out_dir: PathBuf,
+    facts: Vec<ServerFacts>,
+}
+
+/// The immutable plan, and what the run records beside it from the targets' facts.
+struct Planned {
+    plan: RunPlan,
+    /// The environment result.json records (the targets' joined, in a run over several).
+    environment: Environment,
+    /// Each target's (readers, writers).
+    split: Vec<(u32, u32)>,
+    /// Whether this process collects the database's figures (in a sharded run, one shard).
+    collects: bool,
+}
+
+/// The sessions of a run, by engine (their types differ).
+enum Sessions<B: Backend> {
+    Client(Vec<(SessionSpec, B::Session)>),
+    Server(Vec<(SessionSpec, B::LoopSession)>),
+}
+
+/// What `open` gives the window: every target's sessions in index order, its collectors in
+/// target order, and each target's TLS.
+struct Opened<B: Backend> {
+    sessions: Sessions<B>,
+    collectors: Vec<B::Collector>,
+    tls: Vec<Option<SessionTls>>,
+}
+
+/// What the window gave: the driver's outcome, the collectors still to end, each target's
+/// TLS, and this host's CPU over the window.
+struct Window<C> {
+    outcome: DriveOutcome,
+    collectors: Vec<C>,
+    tls: Vec<Option<SessionTls>>,
+    client_cpu: Option<ClientCpu>,
+}
+
+/// Phase 1: refusals first (before anything touches the server or the disk), then the
+/// result folder, then every target's facts (the data set verified and maintained) and
+/// their notes.
+async fn preflight<B: Backend>(
+    backends: &mut [B],
+    ctx: &RunCtx<'_>,
+) -> Result<Preflight, BackendError> {
+    let (config, output, interrupts) = (ctx.config, ctx.output, ctx.interrupts);
     config.validate()?;
     let configs = config.target_configs();
     if backends.len() != configs.len() {
@@ -253,7 +329,7 @@ pub async fn run<B: Backend>(
     )?;
     let mut facts: Vec<ServerFacts> = Vec::new();
     for (t, (b, c)) in backends.iter_mut().zip(&configs).enumerate() {
-        let f = interruptible(b.preflight(c), &interrupts)
+        let f = interruptible(b.preflight(c), interrupts)
             .await
             .map_err(|e| BackendError {
                 exit_code: e.exit_code,
@@ -266,18 +342,33 @@ pub async fn run<B: Backend>(
         facts.push(f);
     }
     same_data_set(&facts)?;
-    let one_server = one_server(&facts);
     for (t, f) in facts.iter().enumerate() {
         for n in &f.notes {
             output.note(&format!("run: {}", of_target(&facts, t, n)));
         }
     }
+    Ok(Preflight { out_dir, facts })
+}
+
+/// Phase 2: the immutable `RunPlan` from the config and the first target's facts, the
+/// environment and warnings the facts give, and, for shards started at an instant, every
+/// server's clock checked against this host's.
+async fn plan<B: Backend>(
+    backends: &mut [B],
+    ctx: &RunCtx<'_>,
+    pre: &Preflight,
+    warnings: &mut Vec<String>,
+) -> Result<Planned, BackendError> {
+    let (config, output, interrupts) = (ctx.config, ctx.output, ctx.interrupts);
+    let (facts, r) = (&pre.facts, &config.run);
+    let many = facts.len() > 1;
+    let one_server = one_server(facts);
     let plan = RunPlan::new(
         config,
         facts[0].block_size,
         facts[0].schema_names.clone(),
         facts.iter().map(|f| f.target.clone()).collect(),
-        &out_dir,
+        &pre.out_dir,
         output.quiet,
     )?;
     let split = config.session_split();
@@ -314,19 +405,17 @@ pub async fn run<B: Backend>(
             .collect::<Vec<_>>()
             .join(" + ");
     }
-    let mut warnings: Vec<String> = facts
-        .iter()
-        .enumerate()
-        .flat_map(|(t, f)| f.warnings.iter().map(move |w| (t, w)))
-        .map(|(t, w)| of_target(&facts, t, w))
-        .collect();
+    warnings.extend(
+        facts
+            .iter()
+            .enumerate()
+            .flat_map(|(t, f)| f.warnings.iter().map(move |w| (t, w)))
+            .map(|(t, w)| of_target(facts, t, w)),
+    );
     warnings.extend(one_server);
-    let sessions_n = plan.specs().len();
-    let shard = r.shard();
-    let start_at = r.start_at();
-    if start_at.is_some() {
+    if r.start_at().is_some() {
         for b in backends.iter_mut() {
-            if let Some(offset) = interruptible(b.clock_offset_s(), &interrupts).await?
+            if let Some(offset) = interruptible(b.clock_offset_s(), interrupts).await?
                 && offset.abs() > MAX_CLOCK_OFFSET_S
             {
                 return Err(BackendError::usage(format!(
@@ -338,25 +427,85 @@ pub async fn run<B: Backend>(
     }
     // One shard collects the database's figures (the others' would count the same server
     // twice; run.collector_shard, default 0); dbio merge takes them from it.
-    let collects = shard.is_none_or(|s| s.index == r.collector_shard);
+    let collects = r.shard().is_none_or(|s| s.index == r.collector_shard);
+    Ok(Planned {
+        plan,
+        environment,
+        split,
+        collects,
+    })
+}
+
+/// Phase 3: every target's sessions, connected and prepared by the plan's engine, then
+/// every target's collector. A backend's error names its target.
+async fn open<B: Backend>(
+    backends: &mut [B],
+    ctx: &RunCtx<'_>,
+    pre: &Preflight,
+    planned: &Planned,
+) -> Result<Opened<B>, BackendError> {
+    let (interrupts, facts, plan) = (ctx.interrupts, &pre.facts, &planned.plan);
     let mut tls = Vec::new();
+    let sessions = match plan.engine() {
+        SessionLoop::Client => Sessions::Client(open_all!(
+            backends,
+            plan,
+            facts,
+            interrupts,
+            tls,
+            open_sessions
+        )),
+        SessionLoop::Server => Sessions::Server(open_all!(
+            backends,
+            plan,
+            facts,
+            interrupts,
+            tls,
+            open_loop_sessions
+        )),
+    };
+    let collectors = collectors(backends, plan, facts, planned.collects, interrupts).await?;
+    Ok(Opened {
+        sessions,
+        collectors,
+        tls,
+    })
+}
+
+/// Phase 4: the measured window. At the run's start instant, if it has one, the sessions
+/// are released; the collectors' "before" snapshot is taken just before the window opens;
+/// the driver measures. A session's failure in the window is the run's status (the result
+/// is still written); an interrupt while waiting for the start instant is an error.
+async fn drive<B: Backend>(
+    opened: Opened<B>,
+    ctx: &RunCtx<'_>,
+    planned: &Planned,
+    warnings: &mut Vec<String>,
+) -> Result<Window<B::Collector>, BackendError> {
+    let (output, interrupts, plan) = (ctx.output, ctx.interrupts, &planned.plan);
+    let r = &ctx.config.run;
+    let Opened {
+        sessions,
+        mut collectors,
+        tls,
+    } = opened;
+    let sessions_n = plan.specs().len();
+    let start_at = r.start_at();
     // This host's CPU from the window's opening to its end, for the limiter.
     let mut cpu_at_start = None;
-    let (mut outcome, collectors) = match plan.engine() {
-        SessionLoop::Client => {
-            let sessions = open_all!(backends, plan, facts, interrupts, tls, open_sessions);
-            let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
+    let outcome = match sessions {
+        Sessions::Client(sessions) => {
             let begun = begin_ahead_of(
                 start_at,
                 plan.drive().warmup,
                 &mut collectors,
-                &interrupts,
+                interrupts,
                 output,
-                &mut warnings,
+                warnings,
             )
             .await?;
             output.note(&format!("run: {sessions_n} sessions ready; measuring"));
-            let outcome = drive(
+            crate::driver::drive(
                 sessions,
                 plan.drive(),
                 interrupts.clone(),
@@ -370,19 +519,16 @@ pub async fn run<B: Backend>(
                     r
                 },
             )
-            .await;
-            (outcome, collectors)
+            .await
         }
-        SessionLoop::Server => {
-            let sessions = open_all!(backends, plan, facts, interrupts, tls, open_loop_sessions);
-            let mut collectors = collectors(backends, &plan, &facts, collects, &interrupts).await?;
+        Sessions::Server(sessions) => {
             let begun = begin_ahead_of(
                 start_at,
                 std::time::Duration::ZERO,
                 &mut collectors,
-                &interrupts,
+                interrupts,
                 output,
-                &mut warnings,
+                warnings,
             )
             .await?;
             output.note(&format!(
@@ -410,7 +556,7 @@ pub async fn run<B: Backend>(
                  idle cost, not a per-operation cost"
                     .into(),
             );
-            (outcome, collectors)
+            outcome
         }
     };
     let client_cpu = cpu_at_start.zip(CpuReading::local()).and_then(|(a, b)| {
@@ -421,10 +567,66 @@ pub async fn run<B: Backend>(
             outcome.measured_s,
         )
     });
-    environment.session_tls = combine_tls(tls.clone());
+    Ok(Window {
+        outcome,
+        collectors,
+        tls,
+        client_cpu,
+    })
+}
+
+/// Phase 5: the collectors' "after" snapshots (skipped on a second interrupt), the backends'
+/// hold on the run released, the collectors' own files written into the result folder, and
+/// the result assembled and judged from the window and the figures.
+async fn collect<B: Backend>(
+    backends: &mut [B],
+    ctx: &RunCtx<'_>,
+    pre: &Preflight,
+    planned: Planned,
+    window: Window<B::Collector>,
+    mut warnings: Vec<String>,
+    calibrate: Option<Calibrate<'_>>,
+) -> Result<RunResult, BackendError> {
+    let Window {
+        outcome,
+        collectors,
+        tls,
+        client_cpu,
+    } = window;
     // The database's counters cover the window until the last session stopped.
-    let db_window_s = outcome.db_window_s;
-    // A second interrupt means "now": the result is written without the "after" snapshot.
+    let per_target = end_window(
+        backends,
+        ctx,
+        pre,
+        collectors,
+        outcome.db_window_s,
+        planned.collects,
+        &mut warnings,
+    )
+    .await?;
+    let measured = Measured {
+        outcome,
+        tls,
+        client_cpu,
+        per_target,
+    };
+    Ok(assemble(ctx, pre, planned, measured, warnings, calibrate))
+}
+
+/// Ends every collector (a second interrupt means "now": the result is written without the
+/// "after" snapshot), releases the backends' hold on the run, and writes the collectors'
+/// files; the figures in target order (one empty set when nothing collects).
+async fn end_window<B: Backend>(
+    backends: &mut [B],
+    ctx: &RunCtx<'_>,
+    pre: &Preflight,
+    collectors: Vec<B::Collector>,
+    db_window_s: f64,
+    collects: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<WindowFigures>, BackendError> {
+    let (r, interrupts, facts) = (&ctx.config.run, ctx.interrupts, &pre.facts);
+    let many = facts.len() > 1;
     if !collects {
         warnings.push(format!(
             "shard {}: the database's figures are collected by shard {} of this run; `dbio merge` takes them from it",
@@ -448,17 +650,57 @@ pub async fn run<B: Backend>(
     }
     let mut per_target = Vec::new();
     for (t, c) in collected.into_iter().enumerate() {
-        warnings.extend(c.warnings.iter().map(|w| of_target(&facts, t, w)));
+        warnings.extend(c.warnings.iter().map(|w| of_target(facts, t, w)));
         for (name, body) in &c.files {
             let name = if many {
                 format!("target-{}-{name}", t + 1)
             } else {
                 name.clone()
             };
-            output::write_atomic(&out_dir.join(name), body)?;
+            output::write_atomic(&pre.out_dir.join(name), body)?;
         }
         per_target.push(c);
     }
+    Ok(per_target)
+}
+
+/// The window's outcome and figures, for the result.
+struct Measured {
+    outcome: DriveOutcome,
+    tls: Vec<Option<SessionTls>>,
+    client_cpu: Option<ClientCpu>,
+    /// Each target's figures, in target order.
+    per_target: Vec<WindowFigures>,
+}
+
+/// The run's result: the client's figures, the database's (summed over targets, with each
+/// target's beside them, in a run over several), the calibration beside them, the limiter
+/// judged, the shard recorded.
+fn assemble(
+    ctx: &RunCtx<'_>,
+    pre: &Preflight,
+    planned: Planned,
+    measured: Measured,
+    mut warnings: Vec<String>,
+    calibrate: Option<Calibrate<'_>>,
+) -> RunResult {
+    let (r, facts) = (&ctx.config.run, &pre.facts);
+    let many = facts.len() > 1;
+    let Planned {
+        plan,
+        mut environment,
+        split,
+        collects,
+    } = planned;
+    let Measured {
+        mut outcome,
+        tls,
+        client_cpu,
+        mut per_target,
+    } = measured;
+    let sessions_n = plan.specs().len();
+    let shard = r.shard();
+    environment.session_tls = combine_tls(tls.clone());
     if many {
         warnings.extend(shared_devices(&per_target));
     }
@@ -578,11 +820,10 @@ pub async fn run<B: Backend>(
             run_id: run_id.clone(),
             index: shard.index,
             count: shard.count,
-            start_at,
+            start_at: r.start_at(),
         });
     }
-    publish(&result, &out_dir, output)?;
-    Ok(result)
+    result
 }
 
 /// Targets whose collectors measured the same device number: on one host, each one's device
@@ -659,4 +900,333 @@ fn same_data_set(facts: &[ServerFacts]) -> Result<(), BackendError> {
         }
     }
     Ok(())
+}
+
+/// The run pipeline over a fake backend: a good run, and each phase failing. What a failure
+/// must leave: its error with the backend's message, no result.json or report.txt, and no
+/// session still open.
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bench::fake::{FailAt, FakeBackend};
+    use crate::driver::RunStatus;
+
+    const READERS: usize = 2;
+    const WORK_LOOP: u64 = 20;
+
+    /// Two readers, 20 reads each, into `out`; `run` adds lines under `run:`.
+    fn config(out: &Path, run: &str) -> Config {
+        let yaml = format!(
+            "data:\n  schemas: 1\n  scale: 1000blocks\nrun:\n  readers: {READERS}\n  work_loop: {WORK_LOOP}\n  \
+             work_unit: 4\n  out: {}\n{run}",
+            out.display()
+        );
+        match Config::from_yaml(&yaml) {
+            Ok(c) => c,
+            Err(e) => panic!("test config: {e}"),
+        }
+    }
+
+    /// What a fake run returned and printed.
+    struct Ran {
+        result: Result<RunResult, BackendError>,
+        /// What went to stdout (the report).
+        reports: Vec<String>,
+    }
+
+    async fn run_fake(backend: &mut FakeBackend, config: &Config, interrupts: Interrupts) -> Ran {
+        let reports = Mutex::new(Vec::new());
+        let report = |text: &str| {
+            if let Ok(mut r) = reports.lock() {
+                r.push(text.to_string());
+            }
+        };
+        let output = Output {
+            quiet: true,
+            print_report: false,
+            line: &|_| {},
+            report: &report,
+        };
+        let result = run(
+            std::slice::from_mut(backend),
+            config,
+            &output,
+            interrupts,
+            None,
+        )
+        .await;
+        Ran {
+            result,
+            reports: reports.into_inner().unwrap_or_default(),
+        }
+    }
+
+    /// The error of a run that should have failed.
+    fn error_of(ran: Ran) -> BackendError {
+        match ran.result {
+            Ok(r) => panic!("the run should have failed; it ended {:?}", r.status),
+            Err(e) => e,
+        }
+    }
+
+    /// The names in `dir`, sorted; none when it does not exist.
+    fn files_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn sessions(b: &FakeBackend) -> (usize, usize) {
+        (
+            b.opened.load(Ordering::SeqCst),
+            b.live.load(Ordering::SeqCst),
+        )
+    }
+
+    fn temp() -> tempfile::TempDir {
+        match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => panic!("tempdir: {e}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_good_fake_run_publishes_its_result() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::new();
+        let ran = run_fake(&mut b, &config(&out, ""), Interrupts::never()).await;
+        let result = match ran.result {
+            Ok(r) => r,
+            Err(e) => panic!("the fake run failed: {e}"),
+        };
+        assert_eq!(result.status, RunStatus::Ok);
+        assert_eq!(result.client.read.count, READERS as u64 * WORK_LOOP);
+        assert_eq!(result.client.errors, 0);
+        for w in [
+            "fake: a warning from preflight",
+            "fake: a warning from the collector",
+        ] {
+            assert!(result.warnings.iter().any(|x| x == w), "{w} missing");
+        }
+        assert_eq!(files_in(&out), ["report.txt", "result.json"]);
+        let json = std::fs::read_to_string(out.join("result.json")).unwrap_or_default();
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(doc["status"], "ok");
+        assert_eq!(doc["client"]["read"]["count"], READERS as u64 * WORK_LOOP);
+        assert_eq!(
+            b.calls(),
+            [
+                "preflight",
+                "open_sessions",
+                "collector",
+                "begin",
+                "end",
+                "end_run"
+            ]
+        );
+        assert_eq!(sessions(&b), (READERS, 0));
+        assert!(
+            ran.reports.is_empty(),
+            "the report is printed only when asked"
+        );
+    }
+
+    // Preflight: a refusal comes before the result folder is made and before the server is
+    // asked anything.
+    #[tokio::test]
+    async fn a_refusal_fails_before_the_folder_or_the_server_is_touched() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::failing_at(FailAt::Refuse);
+        let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
+        assert_eq!(e.message, "fake: refused before anything was touched");
+        assert_eq!(e.exit_code, 2);
+        assert!(!out.exists(), "the result folder was created");
+        assert!(b.calls().is_empty(), "the server was asked {:?}", b.calls());
+    }
+
+    #[tokio::test]
+    async fn a_failed_preflight_opens_no_session_and_publishes_nothing() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::failing_at(FailAt::Preflight);
+        let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
+        assert_eq!(e.message, "fake: preflight found no data set");
+        assert_eq!(e.exit_code, 1);
+        assert_eq!(b.calls(), ["preflight"]);
+        assert_eq!(sessions(&b), (0, 0));
+        assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
+    }
+
+    // Plan: a server whose clock is seconds off cannot share a start instant with other
+    // shards; the run stops before any session connects.
+    #[tokio::test]
+    async fn a_plan_refused_for_the_servers_clock_opens_no_session() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::new();
+        b.clock_offset_s = Some(3.0);
+        let config = config(&out, "  start_at: 2020-01-01T00:00:00Z\n");
+        let e = error_of(run_fake(&mut b, &config, Interrupts::never()).await);
+        assert!(
+            e.message
+                .starts_with("this host's clock is +3.000 s from the server's"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.exit_code, 2);
+        assert_eq!(b.calls(), ["preflight", "clock_offset_s"]);
+        assert_eq!(sessions(&b), (0, 0));
+        assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
+    }
+
+    // Open: the sessions are connected first; a collector that cannot be made then closes
+    // them all.
+    #[tokio::test]
+    async fn a_collector_that_cannot_be_made_closes_the_opened_sessions() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::failing_at(FailAt::Collector);
+        let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
+        assert_eq!(e.message, "fake: the collector could not connect");
+        assert_eq!(b.calls(), ["preflight", "open_sessions", "collector"]);
+        assert_eq!(sessions(&b), (READERS, 0));
+        assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
+    }
+
+    // Drive: the first interrupt while the sessions wait for the run's start instant ends
+    // the run with an error; no snapshot is taken and the sessions are closed.
+    #[tokio::test]
+    async fn an_interrupt_before_the_start_instant_closes_the_sessions() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::new();
+        let at = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc3339();
+        let config = config(&out, &format!("  start_at: {at}\n"));
+        let interrupts = Interrupts::after(Duration::from_millis(200));
+        let e = error_of(run_fake(&mut b, &config, interrupts).await);
+        assert!(
+            e.message.starts_with("run interrupted by a test interrupt"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.exit_code, 1);
+        assert_eq!(
+            b.calls(),
+            ["preflight", "clock_offset_s", "open_sessions", "collector"]
+        );
+        assert_eq!(sessions(&b), (READERS, 0));
+        assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
+    }
+
+    // Drive: a failure inside the window is the run's status, not an error: the result is
+    // published as failed with the failure's message, so the user sees what was measured.
+    #[tokio::test]
+    async fn a_failed_before_snapshot_is_published_as_a_failed_run() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::failing_at(FailAt::Begin);
+        let ran = run_fake(&mut b, &config(&out, ""), Interrupts::never()).await;
+        let result = match ran.result {
+            Ok(r) => r,
+            Err(e) => panic!("a failed window should be a result: {e}"),
+        };
+        assert_eq!(result.status, RunStatus::Failed);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("fake: the before snapshot failed")
+        );
+        let json = std::fs::read_to_string(out.join("result.json")).unwrap_or_default();
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(doc["status"], "failed");
+        assert_eq!(doc["error"], "fake: the before snapshot failed");
+        assert_eq!(
+            b.calls(),
+            [
+                "preflight",
+                "open_sessions",
+                "collector",
+                "begin",
+                "end",
+                "end_run"
+            ]
+        );
+        assert_eq!(sessions(&b), (READERS, 0));
+    }
+
+    // Collect: a collector's file that cannot be written fails the run before result.json;
+    // the backend has still let go of the run (end_run).
+    #[tokio::test]
+    async fn a_collector_file_that_cannot_be_written_fails_before_result_json() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::new();
+        b.files = vec![("no-such-folder/awr.html".into(), b"<html>".to_vec())];
+        let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
+        let path = out.join("no-such-folder/awr.html");
+        assert!(
+            e.message.starts_with(&format!("{}: ", path.display())),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.exit_code, 1);
+        assert_eq!(
+            b.calls(),
+            [
+                "preflight",
+                "open_sessions",
+                "collector",
+                "begin",
+                "end",
+                "end_run"
+            ]
+        );
+        assert_eq!(sessions(&b), (READERS, 0));
+        assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
+    }
+
+    // Publish: when the result folder is gone, result.json is kept under $TMPDIR, the error
+    // names it, and the report is printed, so nothing measured is lost.
+    #[tokio::test]
+    async fn a_result_folder_gone_keeps_result_json_elsewhere_and_prints_the_report() {
+        let dir = temp();
+        let out = dir.path().join("out");
+        let mut b = FakeBackend::new();
+        b.remove_at_end = Some(out.clone());
+        let ran = run_fake(&mut b, &config(&out, ""), Interrupts::never()).await;
+        let reports = ran.reports.len();
+        let e = error_of(ran);
+        let head = format!("cannot write result.json into {}: ", out.display());
+        assert!(e.message.starts_with(&head), "{}", e.message);
+        assert_eq!(e.exit_code, 1);
+        let kept = e
+            .message
+            .split_once("; result.json is kept in ")
+            .map(|(_, p)| PathBuf::from(p));
+        let Some(kept) = kept else {
+            panic!("no fallback named: {}", e.message)
+        };
+        let json = std::fs::read_to_string(&kept).unwrap_or_default();
+        let _ = std::fs::remove_file(&kept);
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(doc["status"], "ok");
+        assert_eq!(
+            reports, 1,
+            "the report is printed when it cannot be written"
+        );
+        assert!(!out.exists());
+        assert_eq!(sessions(&b), (READERS, 0));
+    }
 }
