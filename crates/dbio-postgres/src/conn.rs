@@ -450,13 +450,6 @@ impl Target {
         passfile_lookup(file, &host.name(), host.port, &self.dbname, &self.user)
     }
 
-    pub fn with_dbname(&self, dbname: &str) -> Target {
-        Target {
-            dbname: dbname.to_string(),
-            ..self.clone()
-        }
-    }
-
     /// This target with only `host` in its host list (what a connection settled on).
     pub fn pinned_to(&self, host: &HostSpec) -> Target {
         Target {
