@@ -1162,7 +1162,7 @@ mod tests {
     #[test]
     fn bad_dsn_and_bad_port_are_usage_errors() {
         let e = ConnParams::from_dsn("host=a port=notaport").unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let e = env_from_map(&HashMap::from([("PGPORT", "99999")])).unwrap_err();
         assert!(e.to_string().contains("PGPORT"));
     }
@@ -1243,7 +1243,7 @@ mod tests {
             ("connect_timeout=ten", "connect_timeout"),
         ] {
             let e = Target::from_dsn(dsn).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{dsn}");
+            assert_eq!(e.kind(), dbio_core::ErrorKind::Usage, "{dsn}");
             assert!(e.to_string().contains(named), "{dsn}: {e}");
         }
         let t = Target::from_dsn(
