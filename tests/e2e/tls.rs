@@ -352,7 +352,7 @@ fn sslmode_require_sends_no_password_to_a_server_without_tls() {
     let Err(e) = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") else {
         panic!("a session connected to a server without TLS under sslmode=require");
     };
-    assert_eq!(e.exit_code(), 2);
+    assert_eq!(dbio_cli::exit_code(e.kind()), 2);
     assert!(
         e.to_string()
             .contains("server does not support SSL, but SSL was required"),

@@ -269,10 +269,6 @@ pub fn pg_bin(major: u32) -> Option<PathBuf> {
         .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
 }
 
-pub fn pg17_bin() -> Option<PathBuf> {
-    pg_bin(17)
-}
-
 // Prerequisites. tests/build.rs marks a missing one with `cfg(dbio_missing_<name>)`, and a test
 // that needs it carries `#[cfg_attr(dbio_missing_<name>, ignore = "...")]`, so a machine without
 // it reports the test ignored. These calls are the test's own check for when it runs anyway

@@ -31,7 +31,7 @@ use target::{FileMark, Target};
 
 #[derive(Debug, Error)]
 pub enum CalibrateError {
-    /// Bad usage: exit 2.
+    /// Bad usage.
     #[error("{0}")]
     Usage(String),
     #[error("{path}: {message}")]
@@ -39,10 +39,11 @@ pub enum CalibrateError {
 }
 
 impl CalibrateError {
-    pub fn exit_code(&self) -> u8 {
+    /// What kind of failure this is (the CLI decides the exit code from it).
+    pub fn kind(&self) -> dbio_core::ErrorKind {
         match self {
-            CalibrateError::Usage(_) => 2,
-            CalibrateError::Io { .. } => 1,
+            CalibrateError::Usage(_) => dbio_core::ErrorKind::Usage,
+            CalibrateError::Io { .. } => dbio_core::ErrorKind::Failed,
         }
     }
 }
@@ -317,8 +318,8 @@ mod tests {
         let mut o = opts(dir.path().join("f"));
         o.block = 1000;
         assert_eq!(
-            calibrate(&o, &|_| {}, &|| false).unwrap_err().exit_code(),
-            2
+            calibrate(&o, &|_| {}, &|| false).unwrap_err().kind(),
+            dbio_core::ErrorKind::Usage
         );
         let mut o = opts(dir.path().join("f"));
         o.levels = vec![];

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use dbio_calibrate::Engine as IoEngine;
 use dbio_core::Config;
 use dbio_core::config::{
     Arrival, CapacityMetric, OnError, OnStepFailure, Rate, ReadPath, RedoStress, SearchOver,
@@ -183,8 +184,8 @@ pub enum Command {
         #[arg(value_name = "RESULT", num_args = 2.., required = true)]
         inputs: Vec<PathBuf>,
         /// Output format on stdout.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "csv", "html", "json"])]
-        format: String,
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = CompareFormat::Text)]
+        format: CompareFormat,
         /// Also write compare.txt, compare.csv and compare.html into this folder.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -261,8 +262,8 @@ pub enum Command {
         #[arg(value_name = "RESULT")]
         result: PathBuf,
         /// Output format.
-        #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "csv", "html"])]
-        format: String,
+        #[arg(long, value_name = "FORMAT", value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
     },
 
     /// Measure the raw device (Orion-style): small random I/O IOPS and latency and large
@@ -310,8 +311,8 @@ pub enum Command {
         destroy_data: bool,
         /// I/O engine: psync (one thread per outstanding I/O, pread/pwrite) or io_uring (one
         /// thread keeping the I/Os in flight).
-        #[arg(long, value_name = "ENGINE", default_value = "psync", value_parser = ["psync", "io_uring"])]
-        engine: String,
+        #[arg(long, value_name = "ENGINE", value_enum, default_value_t = IoEngineArg::Psync)]
+        engine: IoEngineArg,
         /// Result folder, new or empty (default results/<UTC timestamp>-calibrate/).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -445,8 +446,8 @@ pub struct RunArgs {
     /// Where the operation loop runs: client (dbio times every round trip) or server (one
     /// procedure per session loops inside the database, as SLOB and pgio do; coarse latency)
     /// [config: run.engine; default client]
-    #[arg(long, value_name = "ENGINE", value_parser = ["client", "server"])]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "ENGINE", value_enum)]
+    pub engine: Option<SessionLoopArg>,
     /// Length of the measured window [config: run.run_time; default 30s]
     #[arg(long, value_name = "DUR", conflicts_with = "work_loop")]
     pub run_time: Option<Dur>,
@@ -460,13 +461,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub update_work_unit: Option<u64>,
     /// Update one filler column (lite) or all (heavy) [config: run.redo_stress; default lite]
-    #[arg(long, value_name = "MODE", value_parser = ["lite", "heavy"])]
-    pub redo_stress: Option<String>,
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub redo_stress: Option<RedoStressArg>,
     /// The reader's plan: index (an Index Scan, one synchronous block read at a time per
     /// session, the SLOB method) or bitmap (a Bitmap Heap Scan, the server prefetches up to
     /// effective_io_concurrency blocks) [config: run.read_path; default index]
-    #[arg(long, value_name = "PATH", value_parser = ["index", "bitmap"])]
-    pub read_path: Option<String>,
+    #[arg(long, value_name = "PATH", value_enum)]
+    pub read_path: Option<ReadPathArg>,
     /// Id the run holds its data set under: the shards of one coordinated run pass the same
     /// id (each with its --shard) and share the data set; another run is refused while one
     /// holds it, and so is a second run under the same id without --shard [config:
@@ -504,8 +505,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub interval: Option<Dur>,
     /// On a session error: abort the run, or continue and count [config: run.on_error; default abort]
-    #[arg(long, value_name = "POLICY", value_parser = ["abort", "continue"])]
-    pub on_error: Option<String>,
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub on_error: Option<OnErrorArg>,
     /// Do not VACUUM tables changed since their last VACUUM before the window [config: run.vacuum = false]
     #[arg(long)]
     pub no_vacuum: bool,
@@ -518,8 +519,8 @@ pub struct RunArgs {
     /// Oracle: repository snapshots around the window, SLOB's DATABASE_STATISTICS_TYPE: awr
     /// (where the Diagnostics Pack is enabled; else refused with the reason, and Statspack
     /// taken when installed), statspack, auto or none [config: collector.snapshots; default none]
-    #[arg(long, value_name = "KIND", value_parser = ["none", "awr", "statspack", "auto"])]
-    pub snapshots: Option<String>,
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub snapshots: Option<SnapshotsArg>,
     /// Open the window only once the per-interval figure is steady: iops_slope<=2%:10s (the
     /// least-squares slope of operations/s over the last 10 s, per second, at most 2% of its
     /// mean; as fio's steadystate) or lat_slope<=5%:10s (mean latency), judged after
@@ -563,56 +564,78 @@ pub struct RunArgs {
     pub format: Format,
 }
 
-/// `--arrival`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ArrivalArg {
-    Fixed,
-    Poisson,
-}
-
-impl From<ArrivalArg> for Arrival {
-    fn from(a: ArrivalArg) -> Arrival {
-        match a {
-            ArrivalArg::Fixed => Arrival::Fixed,
-            ArrivalArg::Poisson => Arrival::Poisson,
+/// A flag over one of core's enums: the flag's own enum derives clap's `ValueEnum` (core
+/// does not depend on clap) and converts into core's. Its spellings are core's serde names
+/// (snake_case), so a flag takes what the config file takes; the test
+/// `every_flag_spelling_is_the_config_spelling` holds them together. No variant carries a
+/// doc comment: clap would list the values one per line in `--help` instead of in one line.
+macro_rules! core_flag {
+    ($(#[$doc:meta])* $name:ident => $core:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+        #[value(rename_all = "snake_case")]
+        pub enum $name {
+            $($variant),+
         }
-    }
-}
 
-/// `--metric`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MetricArg {
-    #[value(name = "db_read_iops")]
-    DbReadIops,
-    #[value(name = "device_iops")]
-    DeviceIops,
-    Ops,
-}
-
-impl From<MetricArg> for CapacityMetric {
-    fn from(m: MetricArg) -> CapacityMetric {
-        match m {
-            MetricArg::DbReadIops => CapacityMetric::DbReadIops,
-            MetricArg::DeviceIops => CapacityMetric::DeviceIops,
-            MetricArg::Ops => CapacityMetric::Ops,
+        impl From<$name> for $core {
+            fn from(v: $name) -> $core {
+                match v {
+                    $($name::$variant => $core::$variant),+
+                }
+            }
         }
-    }
+    };
 }
 
-/// `--search`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SearchArg {
-    Sessions,
-    Rate,
+core_flag! {
+    /// `--engine` of run, ramp and capacity: where the operation loop runs.
+    SessionLoopArg => SessionLoop { Client, Server }
 }
 
-impl From<SearchArg> for SearchOver {
-    fn from(s: SearchArg) -> SearchOver {
-        match s {
-            SearchArg::Sessions => SearchOver::Sessions,
-            SearchArg::Rate => SearchOver::Rate,
-        }
-    }
+core_flag! {
+    /// `--redo-stress`.
+    RedoStressArg => RedoStress { Lite, Heavy }
+}
+
+core_flag! {
+    /// `--read-path`.
+    ReadPathArg => ReadPath { Index, Bitmap }
+}
+
+core_flag! {
+    /// `--on-error`.
+    OnErrorArg => OnError { Abort, Continue }
+}
+
+core_flag! {
+    /// `--snapshots` (Oracle).
+    SnapshotsArg => Snapshots { None, Awr, Statspack, Auto }
+}
+
+core_flag! {
+    /// `--on-step-failure` of ramp and capacity.
+    OnStepFailureArg => OnStepFailure { Stop, Continue }
+}
+
+core_flag! {
+    /// `--arrival`.
+    ArrivalArg => Arrival { Fixed, Poisson }
+}
+
+core_flag! {
+    /// `--metric` of capacity.
+    MetricArg => CapacityMetric { DbReadIops, DeviceIops, Ops }
+}
+
+core_flag! {
+    /// `--search` of capacity.
+    SearchArg => SearchOver { Sessions, Rate }
+}
+
+core_flag! {
+    /// `--engine` of calibrate: the I/O engine.
+    IoEngineArg => IoEngine { Psync, IoUring }
 }
 
 /// The target and the search of `dbio capacity`, and its fixed session counts.
@@ -716,6 +739,24 @@ pub enum Format {
     Json,
 }
 
+/// `--format` of `dbio report` (the values in this order in its help).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Csv,
+    Html,
+}
+
+/// `--format` of `dbio compare` (the values in this order in its help).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Csv,
+    Html,
+    Json,
+}
+
 /// The session counts of one run.
 #[derive(Debug, Args, Clone, Default)]
 pub struct SessionArgs {
@@ -781,8 +822,8 @@ pub struct RampArgs {
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
     /// After a failed step: stop or continue [config: ramp.on_step_failure; default stop]
-    #[arg(long, value_name = "POLICY", value_parser = ["stop", "continue"])]
-    pub on_step_failure: Option<String>,
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub on_step_failure: Option<OnStepFailureArg>,
 }
 
 impl RampArgs {
@@ -799,12 +840,8 @@ impl RampArgs {
         if let Some(v) = self.repeat {
             c.ramp.repeat = v;
         }
-        if let Some(v) = &self.on_step_failure {
-            c.ramp.on_step_failure = if v == "continue" {
-                OnStepFailure::Continue
-            } else {
-                OnStepFailure::Stop
-            };
+        if let Some(v) = self.on_step_failure {
+            c.ramp.on_step_failure = v.into();
         }
     }
 }
@@ -817,21 +854,12 @@ impl RunArgs {
         if let Some(v) = self.sample_period {
             c.collector.sample_period = v;
         }
-        if let Some(v) = &self.snapshots {
-            c.collector.snapshots = match v.as_str() {
-                "awr" => Snapshots::Awr,
-                "statspack" => Snapshots::Statspack,
-                "auto" => Snapshots::Auto,
-                _ => Snapshots::None,
-            };
+        if let Some(v) = self.snapshots {
+            c.collector.snapshots = v.into();
         }
         let r = &mut c.run;
-        if let Some(v) = &self.engine {
-            r.engine = if v == "server" {
-                SessionLoop::Server
-            } else {
-                SessionLoop::Client
-            };
+        if let Some(v) = self.engine {
+            r.engine = v.into();
         }
         if let Some(v) = self.run_time {
             r.run_time = v;
@@ -846,19 +874,11 @@ impl RunArgs {
         if let Some(v) = self.update_work_unit {
             r.update_work_unit = v;
         }
-        if let Some(v) = &self.redo_stress {
-            r.redo_stress = if v == "heavy" {
-                RedoStress::Heavy
-            } else {
-                RedoStress::Lite
-            };
+        if let Some(v) = self.redo_stress {
+            r.redo_stress = v.into();
         }
-        if let Some(v) = &self.read_path {
-            r.read_path = if v == "bitmap" {
-                ReadPath::Bitmap
-            } else {
-                ReadPath::Index
-            };
+        if let Some(v) = self.read_path {
+            r.read_path = v.into();
         }
         if let Some(v) = &self.run_id {
             r.run_id = Some(v.clone());
@@ -887,12 +907,8 @@ impl RunArgs {
         if let Some(v) = self.interval {
             r.interval = v;
         }
-        if let Some(v) = &self.on_error {
-            r.on_error = if v == "continue" {
-                OnError::Continue
-            } else {
-                OnError::Abort
-            };
+        if let Some(v) = self.on_error {
+            r.on_error = v.into();
         }
         if self.no_vacuum {
             r.vacuum = false;
@@ -1036,5 +1052,149 @@ impl DataArgs {
         if let Some(v) = &self.tablespace {
             d.tablespace = Some(v.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// The spellings of flag enum `A`, in the order its help lists them.
+    fn spellings<A: ValueEnum>() -> Vec<String> {
+        A::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|p| p.get_name().to_string())
+            .collect()
+    }
+
+    /// Every spelling of flag enum `A` parses in a config file as the core value the flag
+    /// converts to.
+    fn assert_config_spellings<A, C>() -> Vec<String>
+    where
+        A: ValueEnum + Into<C>,
+        C: serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        for v in A::value_variants() {
+            let name = v
+                .to_possible_value()
+                .expect("no value is skipped")
+                .get_name()
+                .to_string();
+            let from_config: C = serde_json::from_value(serde_json::Value::String(name.clone()))
+                .unwrap_or_else(|e| panic!("{name} is no config value: {e}"));
+            assert_eq!(from_config, v.clone().into(), "{name}");
+        }
+        spellings::<A>()
+    }
+
+    #[test]
+    fn every_flag_spelling_is_the_config_spelling() {
+        assert_eq!(
+            assert_config_spellings::<SessionLoopArg, SessionLoop>(),
+            ["client", "server"]
+        );
+        assert_eq!(
+            assert_config_spellings::<RedoStressArg, RedoStress>(),
+            ["lite", "heavy"]
+        );
+        assert_eq!(
+            assert_config_spellings::<ReadPathArg, ReadPath>(),
+            ["index", "bitmap"]
+        );
+        assert_eq!(
+            assert_config_spellings::<OnErrorArg, OnError>(),
+            ["abort", "continue"]
+        );
+        assert_eq!(
+            assert_config_spellings::<SnapshotsArg, Snapshots>(),
+            ["none", "awr", "statspack", "auto"]
+        );
+        assert_eq!(
+            assert_config_spellings::<OnStepFailureArg, OnStepFailure>(),
+            ["stop", "continue"]
+        );
+        assert_eq!(
+            assert_config_spellings::<ArrivalArg, Arrival>(),
+            ["fixed", "poisson"]
+        );
+        assert_eq!(
+            assert_config_spellings::<MetricArg, CapacityMetric>(),
+            ["db_read_iops", "device_iops", "ops"]
+        );
+        assert_eq!(
+            assert_config_spellings::<SearchArg, SearchOver>(),
+            ["sessions", "rate"]
+        );
+        assert_eq!(
+            assert_config_spellings::<IoEngineArg, IoEngine>(),
+            ["psync", "io_uring"]
+        );
+    }
+
+    #[test]
+    fn format_flags_list_their_values_in_the_documented_order() {
+        assert_eq!(spellings::<Format>(), ["text", "json"]);
+        assert_eq!(spellings::<ReportFormat>(), ["text", "json", "csv", "html"]);
+        assert_eq!(
+            spellings::<CompareFormat>(),
+            ["text", "csv", "html", "json"]
+        );
+    }
+
+    #[test]
+    fn flags_set_the_core_values() {
+        let cli = Cli::try_parse_from([
+            "dbio",
+            "run",
+            "--engine",
+            "server",
+            "--redo-stress",
+            "heavy",
+            "--read-path",
+            "bitmap",
+            "--on-error",
+            "continue",
+            "--snapshots",
+            "statspack",
+            "--arrival",
+            "poisson",
+        ])
+        .expect("a valid command line");
+        let Command::Run { run, .. } = cli.command else {
+            panic!("parsed as another command");
+        };
+        let mut c = Config::default();
+        run.apply(&mut c);
+        assert_eq!(c.run.engine, SessionLoop::Server);
+        assert_eq!(c.run.redo_stress, RedoStress::Heavy);
+        assert_eq!(c.run.read_path, ReadPath::Bitmap);
+        assert_eq!(c.run.on_error, OnError::Continue);
+        assert_eq!(c.collector.snapshots, Snapshots::Statspack);
+        assert_eq!(c.run.arrival, Arrival::Poisson);
+
+        let cli = Cli::try_parse_from(["dbio", "ramp", "--on-step-failure", "continue"])
+            .expect("a valid command line");
+        let Command::Ramp { ramp, .. } = cli.command else {
+            panic!("parsed as another command");
+        };
+        ramp.apply(&mut c);
+        assert_eq!(c.ramp.on_step_failure, OnStepFailure::Continue);
+    }
+
+    #[test]
+    fn a_bad_value_names_the_valid_ones() {
+        let e = Cli::try_parse_from(["dbio", "run", "--read-path", "seq"])
+            .expect_err("seq is no read path")
+            .to_string();
+        assert!(
+            e.contains("'seq'") && e.contains("[possible values: index, bitmap]"),
+            "{e}"
+        );
+        let e = Cli::try_parse_from(["dbio", "calibrate", "--path", "f", "--engine", "aio"])
+            .expect_err("aio is no I/O engine")
+            .to_string();
+        assert!(e.contains("[possible values: psync, io_uring]"), "{e}");
     }
 }

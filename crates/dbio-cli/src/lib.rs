@@ -16,6 +16,7 @@ mod signals;
 use std::ffi::OsString;
 
 use clap::Parser;
+use dbio_core::ErrorKind;
 
 pub use args::Cli;
 
@@ -34,35 +35,49 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// A library crate's error of this kind, with its exit code.
+    pub fn of(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Failure::new(exit_code(kind), message)
+    }
+}
+
+/// The exit code of an error kind, the one place it is decided: 2 bad usage, bad config or
+/// an unreachable target; 1 the work failed or was interrupted.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Usage | ErrorKind::Unreachable => 2,
+        ErrorKind::Failed | ErrorKind::Interrupted => 1,
+    }
 }
 
 impl From<dbio_core::CoreError> for Failure {
     fn from(e: dbio_core::CoreError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 
 impl From<dbio_postgres::PgError> for Failure {
     fn from(e: dbio_postgres::PgError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 
 impl From<dbio_core::backend::BackendError> for Failure {
     fn from(e: dbio_core::backend::BackendError) -> Self {
-        Failure::new(e.exit_code, e.message)
+        Failure::of(e.kind, e.message)
     }
 }
 
 impl From<dbio_calibrate::CalibrateError> for Failure {
     fn from(e: dbio_calibrate::CalibrateError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 
 impl From<dbio_oracle::OracleError> for Failure {
     fn from(e: dbio_oracle::OracleError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 
@@ -102,4 +117,20 @@ where
     // connect timeout on a blocking thread: the result is written, do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // DESIGN's exit codes: 1 the work failed, 2 bad usage, bad config or unreachable target.
+    #[test]
+    fn each_error_kind_has_the_documented_exit_code() {
+        assert_eq!(exit_code(ErrorKind::Usage), 2);
+        assert_eq!(exit_code(ErrorKind::Unreachable), 2);
+        assert_eq!(exit_code(ErrorKind::Failed), 1);
+        assert_eq!(exit_code(ErrorKind::Interrupted), 1);
+        let f = Failure::from(dbio_core::backend::BackendError::interrupted("stopped"));
+        assert_eq!((f.code, f.message.as_str()), (1, "stopped"));
+    }
 }

@@ -7,42 +7,53 @@ use std::future::Future;
 
 use thiserror::Error;
 
+use crate::ErrorKind;
 use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
 use crate::plan::RunPlan;
 use crate::result::{Environment, SessionTls};
 use crate::stats::dbstats::{DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile};
 
-/// A backend's failure, with the exit code it maps to (1 the work failed, 2 bad usage,
-/// bad configuration or an unreachable target) and the backend's own words.
+/// A backend's failure: its kind (the CLI decides the exit code from it) and the backend's
+/// own words.
 #[derive(Debug, Error)]
 #[error("{message}")]
 pub struct BackendError {
-    pub exit_code: u8,
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl BackendError {
-    pub fn usage(message: impl Into<String>) -> BackendError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> BackendError {
         BackendError {
-            exit_code: 2,
+            kind,
             message: message.into(),
         }
     }
 
+    pub fn usage(message: impl Into<String>) -> BackendError {
+        BackendError::new(ErrorKind::Usage, message)
+    }
+
     pub fn failed(message: impl Into<String>) -> BackendError {
+        BackendError::new(ErrorKind::Failed, message)
+    }
+
+    pub fn interrupted(message: impl Into<String>) -> BackendError {
+        BackendError::new(ErrorKind::Interrupted, message)
+    }
+
+    /// The same error, its message rewritten (a target named in front of it).
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> BackendError {
         BackendError {
-            exit_code: 1,
-            message: message.into(),
+            kind: self.kind,
+            message: f(self.message),
         }
     }
 }
 
 impl From<crate::CoreError> for BackendError {
     fn from(e: crate::CoreError) -> Self {
-        BackendError {
-            exit_code: e.exit_code(),
-            message: e.to_string(),
-        }
+        BackendError::new(e.kind(), e.to_string())
     }
 }
 
@@ -110,7 +121,7 @@ impl WindowFigures {
 /// Snapshots around the measured window: `begin` just before it opens (after the sessions
 /// flushed their statistics), `end` once it closed.
 pub trait WindowCollector {
-    fn begin(&mut self) -> impl Future<Output = Result<(), String>>;
+    fn begin(&mut self) -> impl Future<Output = Result<(), BackendError>>;
     /// `window_s`: the database's window, from the release until the last session stopped
     /// (the driver's `db_window_s`).
     fn end(self, window_s: f64) -> impl Future<Output = WindowFigures>;

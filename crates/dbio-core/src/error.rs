@@ -4,6 +4,21 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// What kind of failure an error is. Library crates say the kind; the CLI alone maps it to
+/// an exit code (1 the work failed or was interrupted, 2 bad usage, bad config or an
+/// unreachable target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad usage, a bad config or input, or a state the user must change first.
+    Usage,
+    /// The target could not be reached, or refused the connection.
+    Unreachable,
+    /// The work itself failed.
+    Failed,
+    /// Ctrl-C, SIGTERM or SIGHUP stopped the work.
+    Interrupted,
+}
+
 #[derive(Debug, Error)]
 pub enum CoreError {
     #[error("config {}: {message}", path.display())]
@@ -48,11 +63,12 @@ impl CoreError {
         }
     }
 
-    /// Every core error is a usage or configuration problem: exit code 2.
-    pub fn exit_code(&self) -> u8 {
+    /// A result that could not be written failed; every other core error is a usage or
+    /// configuration problem.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            CoreError::Io { .. } | CoreError::NotWritten { .. } => 1,
-            _ => 2,
+            CoreError::Io { .. } | CoreError::NotWritten { .. } => ErrorKind::Failed,
+            _ => ErrorKind::Usage,
         }
     }
 }

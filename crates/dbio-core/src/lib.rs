@@ -31,4 +31,4 @@ pub mod units;
 pub mod workload;
 
 pub use config::Config;
-pub use error::CoreError;
+pub use error::{CoreError, ErrorKind};

@@ -125,9 +125,9 @@ pub enum MergeError {
 }
 
 impl MergeError {
-    /// Every merge refusal is about its inputs: exit 2.
-    pub fn exit_code(&self) -> u8 {
-        2
+    /// Every merge refusal is about its inputs.
+    pub fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Usage
     }
 }
 

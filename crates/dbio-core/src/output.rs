@@ -252,7 +252,7 @@ mod tests {
         prepare_dir(dir.path(), false).unwrap();
         std::fs::write(dir.path().join("result.json"), "old").unwrap();
         let e = prepare_dir(dir.path(), false).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), crate::ErrorKind::Usage);
         assert!(e.to_string().contains("--overwrite"), "{e}");
         prepare_dir(dir.path(), true).unwrap();
         assert_eq!(

@@ -26,10 +26,7 @@ use crate::{ConnectString, OracleError, loader, mark, sql};
 
 impl From<OracleError> for BackendError {
     fn from(e: OracleError) -> Self {
-        BackendError {
-            exit_code: e.exit_code(),
-            message: e.to_string(),
-        }
+        BackendError::new(e.kind(), e.to_string())
     }
 }
 
@@ -196,23 +193,17 @@ impl OracleCollector {
 }
 
 impl WindowCollector for OracleCollector {
-    async fn begin(&mut self) -> Result<(), String> {
+    async fn begin(&mut self) -> Result<(), BackendError> {
         tokio::task::block_in_place(|| {
             self.repository_begin = match self.repository {
-                Some(Repository::Awr) => Some(Begin::Awr(
-                    client::awr_snapshot(&self.conn).map_err(|e| e.to_string())?,
-                )),
-                Some(Repository::Statspack) => Some(Begin::Statspack(Box::new(
-                    client::statspack(&self.conn).map_err(|e| e.to_string())?,
-                ))),
+                Some(Repository::Awr) => Some(Begin::Awr(client::awr_snapshot(&self.conn)?)),
+                Some(Repository::Statspack) => {
+                    Some(Begin::Statspack(Box::new(client::statspack(&self.conn)?)))
+                }
                 None => None,
             };
-            self.before =
-                Some(client::snapshot(&self.conn, self.views).map_err(|e| e.to_string())?);
-            self.sampler = Some(
-                Sampler::start(&self.admin, self.period, &self.timeouts)
-                    .map_err(|e| e.to_string())?,
-            );
+            self.before = Some(client::snapshot(&self.conn, self.views)?);
+            self.sampler = Some(Sampler::start(&self.admin, self.period, &self.timeouts)?);
             Ok(())
         })
     }

@@ -373,7 +373,7 @@ mod tests {
     fn archivelog_without_room_in_the_fra_is_refused() {
         let n = load_needs(4, 1_000_000, 8192, 2); // ~30.6 GiB of redo
         let e = load_space(&n, &facts(true, 20 * GIB, 100 * GIB, 100 * GIB)).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("ARCHIVELOG")
@@ -449,7 +449,7 @@ mod tests {
             "the run's 21 sessions and dbio's 3 own connections",
         )
         .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("processes has room for 20 more (instance 1: 280 of 300 in use)")
@@ -492,7 +492,7 @@ mod tests {
             "generated at setup, from SYSTEM.DBIO_DATA_SETS",
             "ORA-01017: invalid username/password; logon denied",
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("Only this one logon was tried") && m.contains("DBIO_ORACLE_USER_PASSWORD"),
@@ -504,8 +504,8 @@ mod tests {
                 .contains("ACCOUNT UNLOCK")
         );
         assert_eq!(
-            logon_failure("USER1", "x", "ORA-12541: TNS:no listener").exit_code(),
-            2,
+            logon_failure("USER1", "x", "ORA-12541: TNS:no listener").kind(),
+            dbio_core::ErrorKind::Unreachable,
             "unreachable"
         );
     }

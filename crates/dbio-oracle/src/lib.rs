@@ -90,15 +90,17 @@ const UNREACHABLE: &[&str] = &[
 ];
 
 impl OracleError {
-    /// 2 for what the user must fix (no client library, bad input, an unreachable target),
-    /// 1 for a failed or interrupted operation.
-    pub fn exit_code(&self) -> u8 {
+    /// What kind of failure this is (the CLI decides the exit code from it): a missing
+    /// client library or bad input is the user's to fix, like an unreachable target.
+    pub fn kind(&self) -> dbio_core::ErrorKind {
+        use dbio_core::ErrorKind;
         match self {
-            OracleError::NoClient { .. }
-            | OracleError::NotBuilt
-            | OracleError::Usage(_)
-            | OracleError::Unreachable { .. } => 2,
-            OracleError::Failed { .. } | OracleError::Interrupted(_) => 1,
+            OracleError::NoClient { .. } | OracleError::NotBuilt | OracleError::Usage(_) => {
+                ErrorKind::Usage
+            }
+            OracleError::Unreachable { .. } => ErrorKind::Unreachable,
+            OracleError::Failed { .. } => ErrorKind::Failed,
+            OracleError::Interrupted(_) => ErrorKind::Interrupted,
         }
     }
 
@@ -297,7 +299,7 @@ mod tests {
             "connecting",
             "DPI Error: DPI-1047: Cannot locate a 64-bit Oracle Client library: \"libclntsh.so: cannot open shared object file\"".into(),
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("Instant Client")
@@ -306,7 +308,7 @@ mod tests {
             "{m}"
         );
         let other = OracleError::from_client("loading USER1", "ORA-01653: unable to extend".into());
-        assert_eq!(other.exit_code(), 1);
+        assert_eq!(other.kind(), dbio_core::ErrorKind::Failed);
     }
 
     // Regression: an unreachable target exited 1 where the README promises 2.
@@ -321,17 +323,18 @@ mod tests {
         ] {
             let e = OracleError::connect_failed("connecting to u@//db/X", m.into());
             assert!(matches!(e, OracleError::Unreachable { .. }), "{m}");
-            assert_eq!(e.exit_code(), 2, "{m}");
+            // The CLI's exit code of Unreachable is 2 (dbio_cli::exit_code).
+            assert_eq!(e.kind(), dbio_core::ErrorKind::Unreachable, "{m}");
             assert!(e.to_string().contains("cannot be reached"), "{e}");
         }
         let e = OracleError::connect_failed(
             "connecting",
             "ORA-01017: invalid username/password".into(),
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("refused the logon"), "{e}");
         let e = OracleError::connect_failed("connecting", "ORA-00600: internal error".into());
-        assert_eq!(e.exit_code(), 1);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Failed);
     }
 
     // Regression: every session connected at once (a logon storm the listener refuses, and a
@@ -396,7 +399,7 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Unreachable);
         let m = e.to_string();
         assert!(
             m.contains("connecting to u@//db/X") && m.contains("target.connect_timeout"),

@@ -509,7 +509,7 @@ mod tests {
         // data.tablespace wins over the default; none at all is a clear error.
         assert_eq!(tablespace_name(Some("slob"), Some("DATA")).unwrap(), "SLOB");
         let e = tablespace_name(None, None).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("data.tablespace"), "{e}");
         let temp = Tablespace {
             contents: "TEMPORARY".into(),
@@ -534,7 +534,7 @@ mod tests {
             pdbs: vec!["ORCLPDB1".into(), "SALES".into()],
         };
         let e = root.check().unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("CDB$ROOT")
@@ -755,7 +755,7 @@ mod tests {
             Identity::fresh,
         )
         .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let m = e.to_string();
         assert!(
             m.contains("USER1: exists and was not created by dbio")

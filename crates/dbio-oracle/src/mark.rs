@@ -590,7 +590,7 @@ mod tests {
         assert_eq!(check_prefix("Ts_2", 1).unwrap(), "TS_2");
         for bad in ["", "1user", "us-er", "us%er", "us er", "us\"er", "_user"] {
             let e = check_prefix(bad, 1).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad}");
+            assert_eq!(e.kind(), dbio_core::ErrorKind::Usage, "{bad}");
             assert!(e.to_string().contains("letter"), "{bad}: {e}");
         }
         let long = "a".repeat(27);
@@ -730,7 +730,7 @@ mod tests {
         assert_ne!(generate_password().unwrap(), generate_password().unwrap());
         let users = vec!["USER1".to_string()];
         let e = check_given_password("user1", &users).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("user name USER1"), "{e}");
         assert!(check_given_password("x\"y", &users).is_err());
         assert!(check_given_password("Str0ng#Pass", &users).is_ok());

@@ -20,10 +20,7 @@ use crate::tls::Negotiated;
 
 impl From<PgError> for BackendError {
     fn from(e: PgError) -> Self {
-        BackendError {
-            exit_code: e.exit_code(),
-            message: e.to_string(),
-        }
+        BackendError::new(e.kind(), e.to_string())
     }
 }
 
@@ -100,8 +97,8 @@ impl WindowCollector {
 }
 
 impl CoreCollector for WindowCollector {
-    async fn begin(&mut self) -> Result<(), String> {
-        WindowCollector::begin(self).await
+    async fn begin(&mut self) -> Result<(), BackendError> {
+        Ok(WindowCollector::begin(self).await?)
     }
     async fn end(self, window_s: f64) -> WindowFigures {
         WindowCollector::figures(WindowCollector::end(self, window_s).await)

@@ -450,13 +450,6 @@ impl Target {
         passfile_lookup(file, &host.name(), host.port, &self.dbname, &self.user)
     }
 
-    pub fn with_dbname(&self, dbname: &str) -> Target {
-        Target {
-            dbname: dbname.to_string(),
-            ..self.clone()
-        }
-    }
-
     /// This target with only `host` in its host list (what a connection settled on).
     pub fn pinned_to(&self, host: &HostSpec) -> Target {
         Target {
@@ -1169,7 +1162,7 @@ mod tests {
     #[test]
     fn bad_dsn_and_bad_port_are_usage_errors() {
         let e = ConnParams::from_dsn("host=a port=notaport").unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let e = env_from_map(&HashMap::from([("PGPORT", "99999")])).unwrap_err();
         assert!(e.to_string().contains("PGPORT"));
     }
@@ -1250,7 +1243,7 @@ mod tests {
             ("connect_timeout=ten", "connect_timeout"),
         ] {
             let e = Target::from_dsn(dsn).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{dsn}");
+            assert_eq!(e.kind(), dbio_core::ErrorKind::Usage, "{dsn}");
             assert!(e.to_string().contains(named), "{dsn}: {e}");
         }
         let t = Target::from_dsn(

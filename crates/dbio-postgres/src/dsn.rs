@@ -605,7 +605,7 @@ mod tests {
     fn unknown_and_refused_keywords_are_named() {
         let e = ConnParams::from_dsn("host=h sslmod=require").unwrap_err();
         assert!(e.to_string().contains("`sslmod`"), "{e}");
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         let e = ConnParams::from_dsn("host=h krbsrvname=postgres").unwrap_err();
         assert!(e.to_string().contains("`krbsrvname`"), "{e}");
         assert!(e.to_string().contains("GSSAPI"), "{e}");

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
+use dbio_core::ErrorKind;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum PgError {
-    /// The target could not be reached or refused us: a usage problem (exit 2).
+    /// The target could not be reached or refused us: [`ErrorKind::Unreachable`].
     #[error("cannot connect to {target}: {cause}. {hint}")]
     Connect {
         target: String,
@@ -16,7 +17,7 @@ pub enum PgError {
     },
 
     /// The server refused an operation for a reason the user must fix (privileges, a missing
-    /// object, a foreign object in the way): exit 2.
+    /// object, a foreign object in the way): [`ErrorKind::Usage`].
     #[error("{context}: {message}{}", hint_suffix(hint))]
     Refused {
         context: String,
@@ -24,7 +25,7 @@ pub enum PgError {
         hint: Option<String>,
     },
 
-    /// An operation failed on the server (disk full, a crash, a bug): exit 1.
+    /// An operation failed on the server (disk full, a crash, a bug): [`ErrorKind::Failed`].
     #[error("{context}: {message}{}", hint_suffix(hint))]
     Failed {
         context: String,
@@ -32,7 +33,7 @@ pub enum PgError {
         hint: Option<String>,
     },
 
-    /// Bad input or a state that forbids the command: exit 2.
+    /// Bad input or a state that forbids the command: [`ErrorKind::Usage`].
     #[error("{0}")]
     Usage(String),
 
@@ -60,19 +61,16 @@ fn hint_suffix(hint: &Option<String>) -> String {
 }
 
 impl PgError {
-    /// The process exit code the CLI should use: 2 for usage and connection problems, 1 for a
-    /// failure of the work itself.
-    pub fn exit_code(&self) -> u8 {
+    /// What kind of failure this is (the CLI decides the exit code from it).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            PgError::Connect { .. } | PgError::Refused { .. } | PgError::Usage(_) => 2,
-            PgError::Scratch { usage, .. } => {
-                if *usage {
-                    2
-                } else {
-                    1
-                }
+            PgError::Connect { .. } => ErrorKind::Unreachable,
+            PgError::Refused { .. } | PgError::Usage(_) => ErrorKind::Usage,
+            PgError::Scratch { usage: true, .. } => ErrorKind::Usage,
+            PgError::Scratch { usage: false, .. } | PgError::Failed { .. } | PgError::Io { .. } => {
+                ErrorKind::Failed
             }
-            PgError::Failed { .. } | PgError::Io { .. } | PgError::Interrupted(_) => 1,
+            PgError::Interrupted(_) => ErrorKind::Interrupted,
         }
     }
 

@@ -239,11 +239,6 @@ impl RunLock {
             ids: Vec::new(),
         }
     }
-
-    /// Whether a lock connection is held.
-    pub fn is_held(&self) -> bool {
-        self.client.is_some()
-    }
 }
 
 /// Takes the data set of schemas `names` for a run of id `run_id` (a fresh id per run; the

@@ -854,7 +854,7 @@ mod tests {
     fn explicit_bin_without_server_is_a_usage_error() {
         let dir = tempfile::tempdir().unwrap();
         let e = find_pg_bin(Some(dir.path())).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("apt-get install postgresql"), "{e}");
     }
 
@@ -866,7 +866,7 @@ mod tests {
         assert_eq!(inspect_dir(d).unwrap(), DirKind::Empty);
         std::fs::write(d.join("notes.txt"), "mine").unwrap();
         let e = inspect_dir(d).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("not a dbio scratch folder"), "{e}");
         // A mark that merely names the file, or another kind, does not make it dbio's.
         std::fs::write(
@@ -901,7 +901,7 @@ mod tests {
         };
         let disk = tempfile::tempdir().unwrap();
         let e = check_direct_io(&bin(15), disk.path()).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), dbio_core::ErrorKind::Usage);
         assert!(e.to_string().contains("PostgreSQL 16 or later"), "{e}");
         if !on_tmpfs(disk.path()) {
             assert!(check_direct_io(&bin(17), disk.path()).is_ok());

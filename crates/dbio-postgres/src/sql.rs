@@ -531,7 +531,6 @@ pub fn key_probes(schema: &str) -> String {
 /// locks: held until released or until the holding connection ends.
 pub const TRY_LOCK_EXCLUSIVE: &str = "SELECT pg_try_advisory_lock($1::int4, $2::int4)";
 pub const TRY_LOCK_SHARED: &str = "SELECT pg_try_advisory_lock_shared($1::int4, $2::int4)";
-pub const UNLOCK_SHARED: &str = "SELECT pg_advisory_unlock_shared($1::int4, $2::int4)";
 /// Waits for the key, inside the caller's transaction (released at its end).
 pub const LOCK_XACT: &str = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
 

@@ -8,10 +8,11 @@ use dbio_core::summary::read_step_set;
 
 use super::print_json;
 use crate::Failure;
+use crate::args::CompareFormat;
 
 pub(super) fn compare_cmd(
     inputs: &[std::path::PathBuf],
-    format: &str,
+    format: CompareFormat,
     out: Option<&Path>,
 ) -> Result<u8, Failure> {
     let sets = inputs
@@ -53,10 +54,10 @@ pub(super) fn compare_cmd(
         );
     }
     match format {
-        "csv" => out!("{csv}"),
-        "html" => out!("{html}"),
-        "json" => print_json(&c)?,
-        _ => out!("{text}"),
+        CompareFormat::Csv => out!("{csv}"),
+        CompareFormat::Html => out!("{html}"),
+        CompareFormat::Json => print_json(&c)?,
+        CompareFormat::Text => out!("{text}"),
     }
     Ok(0)
 }

@@ -20,7 +20,7 @@ use crate::args::Format;
 
 impl From<HistoryError> for Failure {
     fn from(e: HistoryError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 
@@ -443,8 +443,8 @@ pub async fn record(document: PathBuf, args: &RecordArgs, quiet: bool) -> Result
     let tag = args.tag.clone();
     blocking(move || {
         let mut store = dbio_history::open(&spec).map_err(|e| {
-            Failure::new(
-                e.exit_code(),
+            Failure::of(
+                e.kind(),
                 format!(
                     "{e}; the result itself is kept in {} (record it later with `dbio history add`)",
                     document.display()

@@ -31,7 +31,7 @@ pub struct MergeArgs {
 
 impl From<MergeError> for Failure {
     fn from(e: MergeError) -> Self {
-        Failure::new(e.exit_code(), e.to_string())
+        Failure::of(e.kind(), e.to_string())
     }
 }
 

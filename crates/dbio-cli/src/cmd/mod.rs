@@ -83,7 +83,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             inputs,
             format,
             out,
-        } => compare::compare_cmd(&inputs, &format, out.as_deref()),
+        } => compare::compare_cmd(&inputs, format, out.as_deref()),
         Command::Regress {
             baseline,
             current,
@@ -108,7 +108,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         ),
         Command::Merge(args) => merge::merge_cmd(args, quiet),
         Command::Nightly(args) => nightly::nightly_cmd(args, quiet).await,
-        Command::Report { result, format } => report::report_cmd(&result, &format),
+        Command::Report { result, format } => report::report_cmd(&result, format),
         Command::Config {
             config,
             get,
@@ -142,11 +142,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 duration: duration.0,
                 write_pct,
                 destroy_data,
-                engine: if engine == "io_uring" {
-                    dbio_calibrate::Engine::IoUring
-                } else {
-                    dbio_calibrate::Engine::Psync
-                },
+                engine: engine.into(),
                 seed: 1,
             };
             let (code, dir) = calibrate::calibrate_cmd(&opts, out, overwrite, quiet)?;

@@ -8,10 +8,11 @@ use dbio_core::summary::RampResult;
 
 use super::print_json;
 use crate::Failure;
+use crate::args::ReportFormat;
 use dbio_core::bench::ramp_svgs;
 
 /// `dbio report`: a run's result.json, a ramp's ramp.json, or a folder holding either.
-pub(super) fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {
+pub(super) fn report_cmd(path: &Path, format: ReportFormat) -> Result<u8, Failure> {
     let file = if path.is_dir() {
         ["ramp.json", "result.json"]
             .iter()
@@ -31,24 +32,24 @@ pub(super) fn report_cmd(path: &Path, format: &str) -> Result<u8, Failure> {
     };
     if let Some(ramp) = read_ramp(&file)? {
         match format {
-            "json" => print_json(&ramp)?,
-            "csv" => out!("{}", ramp_csv(&ramp)),
-            "html" => out!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
-            _ => out!("{}", ramp_txt(&ramp)),
+            ReportFormat::Json => print_json(&ramp)?,
+            ReportFormat::Csv => out!("{}", ramp_csv(&ramp)),
+            ReportFormat::Html => out!("{}", ramp_html(&ramp, &ramp_svgs(&ramp))),
+            ReportFormat::Text => out!("{}", ramp_txt(&ramp)),
         }
         return Ok(0);
     }
     let r = RunResult::read_json(&file)?;
     match format {
-        "json" => print_json(&r)?,
-        "csv" => out!("{}", dbio_core::report::render_csv(&r)),
-        "html" => {
+        ReportFormat::Json => print_json(&r)?,
+        ReportFormat::Csv => out!("{}", dbio_core::report::render_csv(&r)),
+        ReportFormat::Html => {
             return Err(Failure::new(
                 2,
                 "--format html renders a ramp (ramp.json); for a run use text, json or csv",
             ));
         }
-        _ => out!("{}", dbio_core::report::render_text(&r)),
+        ReportFormat::Text => out!("{}", dbio_core::report::render_text(&r)),
     }
     Ok(0)
 }

@@ -31,7 +31,7 @@ async fn interruptible<T>(
 ) -> Result<T, BackendError> {
     tokio::select! {
         r = work => r,
-        by = interrupts.clone().reached(1) => Err(BackendError::failed(format!(
+        by = interrupts.clone().reached(1) => Err(BackendError::interrupted(format!(
             "run interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"
         ))),
     }
@@ -45,7 +45,7 @@ const MAX_CLOCK_OFFSET_S: f64 = 0.5;
 const LATE_START_S: f64 = 0.5;
 
 /// Opens the window on every target's collector, in target order.
-async fn begin_all<C: WindowCollector>(collectors: &mut [C]) -> Result<(), String> {
+async fn begin_all<C: WindowCollector>(collectors: &mut [C]) -> Result<(), BackendError> {
     for c in collectors.iter_mut() {
         c.begin().await?;
     }
@@ -110,10 +110,7 @@ async fn collectors<B: Backend>(
 
 /// A backend's error, naming its target in a run over several.
 fn on_target(facts: &[ServerFacts], t: usize, e: BackendError) -> BackendError {
-    BackendError {
-        exit_code: e.exit_code,
-        message: of_target(facts, t, &e.message),
-    }
+    e.map_message(|m| of_target(facts, t, &m))
 }
 
 /// Waits until `early` before the run's start instant, if it has one (interruptible); a
@@ -176,7 +173,7 @@ async fn begin_ahead_of<C: WindowCollector>(
     interrupts: &Interrupts,
     output: &Output<'_>,
     warnings: &mut Vec<String>,
-) -> Result<Option<Result<(), String>>, BackendError> {
+) -> Result<Option<Result<(), BackendError>>, BackendError> {
     let ahead = start_at.is_some() && warmup.is_zero() && !collectors.is_empty();
     let lead = if ahead {
         crate::driver::SNAPSHOT_LEAD
@@ -189,7 +186,7 @@ async fn begin_ahead_of<C: WindowCollector>(
     };
     let begun = tokio::select! {
         r = begin_all(collectors) => r,
-        by = interrupts.clone().reached(1) => Err(format!("interrupted by {by}")),
+        by = interrupts.clone().reached(1) => Err(BackendError::interrupted(format!("interrupted by {by}"))),
     };
     sleep_until(at, interrupts).await?;
     Ok(Some(begun))
@@ -331,13 +328,14 @@ async fn preflight<B: Backend>(
     for (t, (b, c)) in backends.iter_mut().zip(&configs).enumerate() {
         let f = interruptible(b.preflight(c), interrupts)
             .await
-            .map_err(|e| BackendError {
-                exit_code: e.exit_code,
-                message: if many {
-                    format!("target {} of {}: {}", t + 1, configs.len(), e.message)
-                } else {
-                    e.message
-                },
+            .map_err(|e| {
+                e.map_message(|m| {
+                    if many {
+                        format!("target {} of {}: {m}", t + 1, configs.len())
+                    } else {
+                        m
+                    }
+                })
             })?;
         facts.push(f);
     }
@@ -516,7 +514,9 @@ async fn drive<B: Backend>(
                         None => begin_all(&mut collectors).await,
                     };
                     cpu_at_start = CpuReading::local();
-                    r
+                    // The driver stops the run with the reason; the run's status says
+                    // failed or interrupted.
+                    r.map_err(|e| e.message)
                 },
             )
             .await
@@ -546,7 +546,9 @@ async fn drive<B: Backend>(
                         None => begin_all(&mut collectors).await,
                     };
                     cpu_at_start = CpuReading::local();
-                    r
+                    // The driver stops the run with the reason; the run's status says
+                    // failed or interrupted.
+                    r.map_err(|e| e.message)
                 },
             )
             .await;

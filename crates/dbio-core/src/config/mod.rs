@@ -37,11 +37,6 @@ pub enum Database {
     Oracle,
 }
 
-/// The former names of [`Database`] and [`SessionLoop`], kept so code written against them
-/// still builds; new code says what it means.
-pub type Engine = Database;
-pub type RunEngine = SessionLoop;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -981,14 +976,14 @@ impl Config {
                 ),
             ));
         }
-        if self.engine == Engine::Oracle && self.run.read_path != ReadPath::Index {
+        if self.engine == Database::Oracle && self.run.read_path != ReadPath::Index {
             return Err(CoreError::invalid(
                 "run.read_path",
                 "run.read_path bitmap is PostgreSQL's bitmap heap scan; Oracle's reads are index range scans: \
                  remove it or set run.read_path: index",
             ));
         }
-        if self.engine == Engine::Postgres && self.collector.snapshots() != Snapshots::None {
+        if self.engine == Database::Postgres && self.collector.snapshots() != Snapshots::None {
             return Err(CoreError::invalid(
                 "collector.snapshots",
                 "AWR and Statspack snapshots are Oracle's; with engine: postgres the collector reads the statistics views \

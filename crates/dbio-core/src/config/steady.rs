@@ -119,14 +119,6 @@ impl<'de> Deserialize<'de> for SteadyRule {
     }
 }
 
-/// The rule `--precondition` uses when given without one: write IOPS within 5% per second
-/// of their mean over 10 s.
-pub const DEFAULT_PRECONDITION: SteadyRule = SteadyRule {
-    metric: SteadyMetric::IopsSlope,
-    max_slope_pct: 5.0,
-    span: Duration::from_secs(10),
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,9 +131,8 @@ impl HistoryError {
         }
     }
 
-    /// A store that cannot be used and a document that is not a result are both bad input:
-    /// exit code 2.
-    pub fn exit_code(&self) -> u8 {
-        2
+    /// A store that cannot be used and a document that is not a result are both bad input.
+    pub fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Usage
     }
 }

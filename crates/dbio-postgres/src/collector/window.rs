@@ -23,6 +23,7 @@ use super::snapshot::{Snapshot, pgss_available, take_snapshot};
 use crate::caps::{CapCounters, CapsProbe};
 use crate::conn::Target;
 use crate::cpu::{CpuProbe, CpuSnapshot};
+use crate::error::PgError;
 use crate::error::Result;
 use crate::host::{self, CpuTicks, HostAccess, IoCounts};
 use crate::residency::{Reading, ResidencyProbe};
@@ -374,12 +375,12 @@ impl WindowCollector {
         self.client.batch_execute("SELECT 1").await.is_ok()
     }
 
-    /// Just before the window: the error text fails the run before anything is measured.
+    /// Just before the window: an error fails the run before anything is measured.
     /// The host's counters first and the statistics snapshot last, so that none of the
     /// collector's own statements falls inside the window but the snapshot's commit.
-    pub async fn begin(&mut self) -> std::result::Result<(), String> {
+    pub async fn begin(&mut self) -> Result<(), PgError> {
         if self.drop_caches && self.scope == Scope::Server {
-            device::drop_page_cache()?;
+            device::drop_page_cache().map_err(PgError::Usage)?;
         }
         // The caches first (pg_buffercache and the files' pages), then the counters.
         let residency = match &self.limits.residency {
@@ -400,9 +401,7 @@ impl WindowCollector {
         let snapshot = match self.scope {
             Scope::Server => {
                 self.publish_own().await;
-                take_snapshot(&self.client, self.major, &self.schemas, self.pgss)
-                    .await
-                    .map_err(|e| e.to_string())?
+                take_snapshot(&self.client, self.major, &self.schemas, self.pgss).await?
             }
             Scope::Sessions => Snapshot::default(),
         };
@@ -417,8 +416,7 @@ impl WindowCollector {
                 major: self.major,
             },
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         self.started = Some(Started {
             snapshot,
             disk,
