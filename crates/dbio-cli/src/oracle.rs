@@ -148,18 +148,21 @@ mod enabled {
         Ok(0)
     }
 
-    pub async fn check(config: &Config, admin: ConnectString) -> Result<u8, Failure> {
+    pub async fn check(
+        config: &Config,
+        admin: ConnectString,
+    ) -> Result<dbio_core::dataset::CheckReport, Failure> {
+        // dbio's signal handlers first: the Oracle client's own are undone where it installs
+        // them (dbio_oracle::signals).
         crate::signals::interrupts();
-        let (facts, plan) = {
-            let (c, a) = (config.clone(), admin.clone());
-            blocking(move || facts(&c, &a)).await?
-        };
-        let t = timeouts(config);
-        let ok = interruptible("check", Breaker::new(), move |b| {
-            client::check(&admin, &plan, &facts, &t, b, &print)
-        })
-        .await?;
-        Ok(if ok { 0 } else { 1 })
+        crate::cmd::db::check(&mut OracleBackend::new(admin, config), config).await
+    }
+
+    pub async fn list(
+        config: &Config,
+        admin: ConnectString,
+    ) -> Result<Vec<dbio_core::discover::FoundDataSet>, Failure> {
+        crate::cmd::db::list(&mut OracleBackend::new(admin, config)).await
     }
 
     /// Without `yes`, lists what would be dropped and exits 1, as on PostgreSQL.
@@ -254,7 +257,7 @@ mod enabled {
 }
 
 #[cfg(feature = "oracle")]
-pub use enabled::{capacity, check, ramp, run, setup, teardown};
+pub use enabled::{capacity, check, list, ramp, run, setup, teardown};
 
 #[cfg(not(feature = "oracle"))]
 mod disabled {
@@ -267,10 +270,19 @@ mod disabled {
     pub async fn setup(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
         Err(OracleError::NotBuilt.into())
     }
-    pub async fn check(_: &Config, _: ConnectString) -> Result<u8, Failure> {
+    pub async fn check(
+        _: &Config,
+        _: ConnectString,
+    ) -> Result<dbio_core::dataset::CheckReport, Failure> {
         Err(OracleError::NotBuilt.into())
     }
     pub async fn teardown(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
+        Err(OracleError::NotBuilt.into())
+    }
+    pub async fn list(
+        _: &Config,
+        _: ConnectString,
+    ) -> Result<Vec<dbio_core::discover::FoundDataSet>, Failure> {
         Err(OracleError::NotBuilt.into())
     }
     pub async fn run(
@@ -304,4 +316,4 @@ mod disabled {
 }
 
 #[cfg(not(feature = "oracle"))]
-pub use disabled::{capacity, check, ramp, run, setup, teardown};
+pub use disabled::{capacity, check, list, ramp, run, setup, teardown};

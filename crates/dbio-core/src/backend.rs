@@ -8,6 +8,8 @@ use std::future::Future;
 use thiserror::Error;
 
 use crate::ErrorKind;
+use crate::dataset::{CheckReport, DataSetPlan};
+use crate::discover::FoundDataSet;
 use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
 use crate::plan::RunPlan;
 use crate::result::{Environment, SessionTls};
@@ -127,8 +129,33 @@ pub trait WindowCollector {
     fn end(self, window_s: f64) -> impl Future<Output = WindowFigures>;
 }
 
+/// What the data-set commands (setup, check, list, teardown) need of a database, engine
+/// neutral: typed answers that core and the CLI render the same way whichever it is.
+pub trait DataSet {
+    /// The block size, in bytes, of the blocks the data set's tables are (or will be) made of,
+    /// as the server reports it (PostgreSQL: `block_size`, fixed when the server was built;
+    /// Oracle: the tablespace's). A scale in bytes is counted in these blocks by setup,
+    /// check and run alike ([`data_set_plan`], [`ServerFacts::block_size`]).
+    fn block_size(
+        &mut self,
+        config: &crate::Config,
+    ) -> impl Future<Output = Result<u64, BackendError>>;
+
+    /// Every dbio data set the target holds, as dbio's marks describe them (`dbio list`,
+    /// and the data set a command takes when none is given).
+    fn list(&mut self) -> impl Future<Output = Result<Vec<FoundDataSet>, BackendError>>;
+
+    /// `dbio check`: whether each schema of the data set `config` describes, counted in this
+    /// server's blocks, is fit to run against (`run.read_path` and `run.work_unit` for the
+    /// reader's plan). Changes nothing on the server.
+    fn check(
+        &mut self,
+        config: &crate::Config,
+    ) -> impl Future<Output = Result<CheckReport, BackendError>>;
+}
+
 /// A database backend for the one run pipeline.
-pub trait Backend {
+pub trait Backend: DataSet {
     type Session: Session;
     /// Sessions whose whole loop runs inside the database (`run.engine: server`);
     /// [`NoLoops`] for a backend without that capability.
@@ -199,6 +226,16 @@ pub trait Backend {
     ) -> impl Future<Output = Result<Self::Collector, BackendError>>;
 }
 
+/// The data set `config` describes, in the blocks of the server `backend` reaches: what setup
+/// builds and check verifies, counted as a run on that server counts it.
+pub async fn data_set_plan<D: DataSet>(
+    backend: &mut D,
+    config: &crate::Config,
+) -> Result<DataSetPlan, BackendError> {
+    let block_size = backend.block_size(config).await?;
+    Ok(DataSetPlan::new(&config.data, block_size))
+}
+
 /// The loop session of a backend without a server-side loop: it cannot exist.
 pub enum NoLoops {}
 
@@ -211,5 +248,215 @@ impl LoopSession for NoLoops {
     }
     fn flush_stats(&mut self) {
         match *self {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::Config;
+    use crate::bench::{self, Output};
+    use crate::discover::{self, DataSetAsk, DataSetState};
+    use crate::interrupt::Interrupts;
+    use crate::result::DataSetInfo;
+    use crate::units::SizeSpec;
+
+    /// PostgreSQL built with `--with-blocksize=16`.
+    const SERVER_BLOCK: u64 = 16384;
+
+    /// A server that reports 16 kB blocks and nothing else; a run stops where its sessions
+    /// would connect, with the plan it made kept for the test.
+    struct SixteenKbServer {
+        /// The data sets its marks describe.
+        marked: Vec<FoundDataSet>,
+        run_scale_blocks: Option<u64>,
+    }
+
+    enum NoSession {}
+
+    impl Session for NoSession {
+        fn read(&mut self, _: i64, _: i64) -> Result<u64, OpError> {
+            match *self {}
+        }
+        fn update(&mut self, _: i64, _: i64, _: &str) -> Result<u64, OpError> {
+            match *self {}
+        }
+        fn canceller(&self) -> Canceller {
+            match *self {}
+        }
+        fn flush_stats(&mut self) {
+            match *self {}
+        }
+    }
+
+    struct NoCollector;
+
+    impl WindowCollector for NoCollector {
+        async fn begin(&mut self) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn end(self, _: f64) -> WindowFigures {
+            WindowFigures::default()
+        }
+    }
+
+    impl DataSet for SixteenKbServer {
+        async fn block_size(&mut self, _: &crate::Config) -> Result<u64, BackendError> {
+            Ok(SERVER_BLOCK)
+        }
+        async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
+            Ok(self.marked.clone())
+        }
+        async fn check(&mut self, _: &crate::Config) -> Result<CheckReport, BackendError> {
+            Err(BackendError::failed("no tables here"))
+        }
+    }
+
+    impl Backend for SixteenKbServer {
+        type Session = NoSession;
+        type LoopSession = NoLoops;
+        type Collector = NoCollector;
+
+        fn name(&self) -> &'static str {
+            "a 16 kB server"
+        }
+        fn refuse(&self, _: &crate::Config) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn preflight(&mut self, config: &crate::Config) -> Result<ServerFacts, BackendError> {
+            let plan = data_set_plan(self, config).await?;
+            Ok(ServerFacts {
+                block_size: plan.block_size,
+                schema_names: plan.schema_names(),
+                target: "a 16 kB server".into(),
+                environment: Environment {
+                    dbio_version: "test".into(),
+                    client_host: "test".into(),
+                    target: "a 16 kB server".into(),
+                    pinned_server: None,
+                    server_version: "test".into(),
+                    server_version_num: 0,
+                    settings: BTreeMap::new(),
+                    data_set: DataSetInfo {
+                        schemas: plan.schemas,
+                        scale_blocks: plan.scale_blocks,
+                        block_size: plan.block_size,
+                        table_bytes: plan.table_bytes(),
+                        schemas_used: plan.schema_names(),
+                        tables: Vec::new(),
+                    },
+                    session_tls: None,
+                    read_path: None,
+                },
+                warnings: Vec::new(),
+                notes: Vec::new(),
+                describe: "a 16 kB server".into(),
+                server_id: None,
+            })
+        }
+        async fn open_sessions(
+            &mut self,
+            plan: &RunPlan,
+        ) -> Result<Opened<NoSession>, BackendError> {
+            self.run_scale_blocks = Some(plan.workload().scale_blocks);
+            Err(BackendError::failed("planned; no sessions here"))
+        }
+        async fn open_loop_sessions(
+            &mut self,
+            _: &RunPlan,
+        ) -> Result<Opened<NoLoops>, BackendError> {
+            Err(BackendError::failed("no server-side loop here"))
+        }
+        fn server_loop(&self) -> bool {
+            false
+        }
+        async fn collector(&mut self, _: &RunPlan) -> Result<NoCollector, BackendError> {
+            Ok(NoCollector)
+        }
+    }
+
+    /// The run as far as its plan, on `server`: the error it stopped with.
+    async fn run_until_sessions(server: &mut SixteenKbServer, config: &Config) -> BackendError {
+        let quiet = |_: &str| {};
+        let output = Output {
+            quiet: true,
+            print_report: false,
+            line: &quiet,
+            report: &quiet,
+        };
+        match bench::run(
+            std::slice::from_mut(server),
+            config,
+            &output,
+            Interrupts::never(),
+            None,
+        )
+        .await
+        {
+            Ok(_) => panic!("the fake server opened no sessions, yet the run went on"),
+            Err(e) => e,
+        }
+    }
+
+    // Setup and check counted a scale in bytes in 8 kB blocks whatever the server's: on a
+    // 16 kB server `--scale 64MB` loaded 8192 rows (128 MiB), and a later `run --scale 64MB`
+    // (4096 blocks of the server's) was refused, its suggested `setup --force` rebuilding the
+    // same.
+    #[tokio::test]
+    async fn scale_in_bytes_is_counted_in_the_servers_blocks_by_setup_check_and_run() {
+        let out = tempfile::tempdir().expect("a temporary folder");
+        let mut config = Config::default();
+        config.data.scale = "64MB".parse::<SizeSpec>().expect("64MB is a size");
+        config.run.out = Some(out.path().join("run"));
+        let mut server = SixteenKbServer {
+            marked: Vec::new(),
+            run_scale_blocks: None,
+        };
+
+        // setup and check both build their plan with data_set_plan.
+        let setup = data_set_plan(&mut server, &config).await.expect("a plan");
+        assert_eq!((setup.scale_blocks, setup.block_size), (4096, SERVER_BLOCK));
+        assert_eq!(setup.scale_blocks * setup.block_size, 64 << 20);
+        let check = data_set_plan(&mut server, &config).await.expect("a plan");
+        assert_eq!(check, setup);
+
+        // A later run given the same --scale finds the data set setup marked.
+        server.marked = vec![FoundDataSet {
+            prefix: setup.prefix.clone(),
+            id: "id".into(),
+            schemas: setup.schemas,
+            schemas_found: setup.schemas,
+            scale_blocks: setup.scale_blocks,
+            block_size: setup.block_size,
+            tablespace: None,
+            tablespaces_now: Vec::new(),
+            state: DataSetState::Complete,
+            bytes: None,
+            loaded_at: "2026-12-05T00:00:00Z".into(),
+            dbio_version: "test".into(),
+        }];
+        let ask = DataSetAsk {
+            prefix: setup.prefix.clone(),
+            schemas: None,
+            scale: Some((config.data.scale, "--scale".into())),
+        };
+        let found = server.list().await.expect("the marks");
+        let picked =
+            discover::pick(&ask, &found).expect("--scale 64MB is the data set setup built");
+        assert_eq!(picked.map(|d| d.scale_blocks), Some(4096));
+
+        // The run plans 4096 keys per schema ...
+        let stopped = run_until_sessions(&mut server, &config).await;
+        assert_eq!(stopped.message, "planned; no sessions here");
+        assert_eq!(server.run_scale_blocks, Some(4096));
+
+        // ... and validates its work unit against them.
+        config.run.work_unit = 4097;
+        config.run.out = Some(out.path().join("too-wide"));
+        let refused = run_until_sessions(&mut server, &config).await;
+        assert_eq!(refused.kind, ErrorKind::Usage, "{}", refused.message);
+        assert!(refused.message.contains("1..=4096"), "{}", refused.message);
     }
 }

@@ -7,7 +7,21 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::DataConfig;
-use crate::units::format_bytes;
+use crate::units::{SizeSpec, format_bytes};
+
+/// Rows of each schema of `data` on a server whose blocks are `block_size` bytes: the one
+/// place a scale becomes rows, for setup, check, list and run alike. One row per block, so a
+/// scale in bytes is counted in the server's own blocks: `64MB` is 8192 rows with
+/// PostgreSQL's default 8 kB blocks and 4096 on a server built with 16 kB ones.
+pub fn rows_per_schema(data: &DataConfig, block_size: u64) -> u64 {
+    scale_rows(data.scale, block_size)
+}
+
+/// Rows (blocks) a scale asked for means on a server of `block_size`-byte blocks; see
+/// [`rows_per_schema`].
+pub fn scale_rows(scale: SizeSpec, block_size: u64) -> u64 {
+    scale.to_blocks(block_size)
+}
 
 /// What setup builds: `schemas` schemas of `scale_blocks` rows, one row per block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,11 +36,13 @@ pub struct DataSetPlan {
 }
 
 impl DataSetPlan {
+    /// The plan of `data` in blocks of `block_size` bytes, the server's own (a command asks
+    /// its backend with [`crate::backend::data_set_plan`]).
     pub fn new(data: &DataConfig, block_size: u64) -> Self {
         DataSetPlan {
             prefix: data.prefix.clone(),
             schemas: data.schemas,
-            scale_blocks: data.scale.to_blocks(block_size),
+            scale_blocks: rows_per_schema(data, block_size),
             block_size,
             tablespace: data.tablespace.clone(),
             parallel: data.parallel,
@@ -321,6 +337,10 @@ impl SchemaCheck {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckReport {
     pub schemas: Vec<SchemaCheck>,
+    /// What a run as this role will lack, and the GRANT for each (the run's own list);
+    /// empty where the backend does not tell.
+    #[serde(default)]
+    pub missing_rights: Vec<crate::stats::dbstats::MissingRight>,
 }
 
 impl CheckReport {
@@ -363,6 +383,7 @@ impl CheckReport {
         } else {
             let _ = writeln!(out, "check FAILED for {}", failed.join(", "));
         }
+        out.push_str(&crate::report::render_missing_rights(&self.missing_rights));
         out
     }
 }
@@ -375,7 +396,6 @@ pub fn secs(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::SizeSpec;
 
     #[test]
     fn plan_names_and_sizes() {

@@ -116,7 +116,7 @@ pub fn pick<'a>(
         ));
     }
     if let Some((scale, from)) = &ask.scale {
-        let blocks = scale.to_blocks(d.block_size);
+        let blocks = crate::dataset::scale_rows(*scale, d.block_size);
         if blocks != d.scale_blocks {
             return Err(CoreError::invalid(
                 "data.scale",

@@ -76,7 +76,7 @@ impl Workload {
     /// Resolves and checks the run section; errors name the key.
     pub fn from_config(c: &Config, block_size: u64) -> Result<Workload, CoreError> {
         let r = &c.run;
-        let scale = c.data.scale.to_blocks(block_size);
+        let scale = crate::dataset::rows_per_schema(&c.data, block_size);
         let hot_size = r.hot_spot.size.to_blocks(block_size);
         let hot_offset = r.hot_spot.offset.to_blocks(block_size);
         let hot_spot = if r.hot_spot.frequency > 0 && hot_size > 0 {

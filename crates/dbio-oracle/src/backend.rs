@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
 use dbio_core::backend::{
-    Backend, BackendError, NoLoops, Opened, ServerFacts as CoreFacts, WindowCollector,
+    Backend, BackendError, DataSet, NoLoops, Opened, ServerFacts as CoreFacts, WindowCollector,
     WindowFigures,
 };
 use dbio_core::config::{ReadPath, RedoStress};
-use dbio_core::dataset::DataSetPlan;
+use dbio_core::dataset::{CheckReport, DataSetPlan};
+use dbio_core::discover::FoundDataSet;
 use dbio_core::plan::RunPlan;
 use dbio_core::result::{DataSetInfo, Environment, ReadPathInfo};
 use dbio_core::workload::SessionKind;
@@ -264,6 +265,54 @@ impl WindowCollector for OracleCollector {
             }
             out
         })
+    }
+}
+
+/// Breaks the calls in flight of a command whose caller stopped waiting for it.
+struct BreakWhenDropped(Option<client::Breaker>);
+
+impl Drop for BreakWhenDropped {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            // Breaking is a message to the server: off the async runtime's workers.
+            std::thread::spawn(move || b.stop("an interrupt"));
+        }
+    }
+}
+
+impl DataSet for OracleBackend {
+    /// The data set tablespace's block size (dba_tablespaces), read as setup and check read it.
+    async fn block_size(&mut self, config: &Config) -> Result<u64, BackendError> {
+        let (facts, _) = tokio::task::block_in_place(|| facts(config, &self.admin))?;
+        Ok(facts.tablespace.block_size)
+    }
+
+    /// Oracle keeps dbio's records in the admin's catalog, not as marks `list` can read.
+    async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
+        Err(BackendError::usage(
+            "dbio list reads the marks dbio leaves on PostgreSQL schemas; on Oracle, `dbio check` verifies the data set of data.prefix",
+        ))
+    }
+
+    /// Off the async runtime's workers; when the caller stops waiting (an interrupt), the
+    /// statement in flight is broken (check changes nothing, so nothing is left to record).
+    async fn check(&mut self, config: &Config) -> Result<CheckReport, BackendError> {
+        let (admin, config, timeouts) = (self.admin.clone(), config.clone(), self.timeouts);
+        let breaker = client::Breaker::new();
+        let mut guard = BreakWhenDropped(Some(breaker.clone()));
+        let work = tokio::task::spawn_blocking(move || {
+            let (facts, plan) = facts(&config, &admin)?;
+            client::check(&admin, &plan, &facts, &timeouts, &breaker)
+        });
+        let done = work.await;
+        // Finished: nothing in flight to break.
+        guard.0 = None;
+        match done {
+            Ok(r) => Ok(r?),
+            Err(e) => Err(BackendError::failed(format!(
+                "an Oracle task ended abnormally: {e}"
+            ))),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! tablespace; PROCESSES and SESSIONS against the sessions a run opens; the schema users'
 //! account status; what a failed logon means; and the libaio package the Oracle client needs.
 
+use dbio_core::dataset::SchemaCheck;
 use dbio_core::units::format_bytes;
 
 use crate::OracleError;
@@ -329,9 +330,109 @@ pub fn libaio_hint(os_release: Option<&str>) -> String {
     }
 }
 
+/// One schema's table as counted by a full scan: rows, distinct blocks (DBMS_ROWID) and
+/// the lowest and highest key (None on an empty table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowCounts {
+    pub rows: i64,
+    pub blocks: i64,
+    pub lo: Option<i64>,
+    pub hi: Option<i64>,
+}
+
+/// `check`'s verdict on `user`'s table against `scale_blocks` keys: one row per block for
+/// every key 1..=scale_blocks.
+pub fn judge_rows(user: &str, scale_blocks: u64, n: RowCounts) -> SchemaCheck {
+    let want = scale_blocks as i64;
+    let mut c = SchemaCheck {
+        schema: user.to_string(),
+        facts: Vec::new(),
+        problems: Vec::new(),
+    };
+    if n.rows == want {
+        c.facts.push(format!("rows {}/{want}", n.rows));
+    } else {
+        c.problems.push(format!("rows {}, expected {want}", n.rows));
+    }
+    if n.blocks == n.rows {
+        c.facts
+            .push(format!("blocks {} (one row per block)", n.blocks));
+    } else {
+        c.problems.push(format!(
+            "{} rows in {} blocks: not one row per block",
+            n.rows, n.blocks
+        ));
+    }
+    match (n.lo, n.hi) {
+        (Some(1), Some(hi)) if hi == want => c.facts.push(format!("keys 1..{want}")),
+        (lo, hi) => c.problems.push(format!(
+            "keys {}..{}, expected 1..{want}",
+            lo.unwrap_or(0),
+            hi.unwrap_or(0)
+        )),
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_passes_check_only_with_one_row_per_block_for_every_key() {
+        let ok = judge_rows(
+            "USER1",
+            4096,
+            RowCounts {
+                rows: 4096,
+                blocks: 4096,
+                lo: Some(1),
+                hi: Some(4096),
+            },
+        );
+        assert!(ok.ok(), "{:?}", ok.problems);
+        assert_eq!(
+            ok.facts,
+            [
+                "rows 4096/4096",
+                "blocks 4096 (one row per block)",
+                "keys 1..4096"
+            ]
+        );
+        // Loaded for 8 kB blocks into a 16 kB tablespace's plan: twice the rows.
+        let wrong = judge_rows(
+            "USER2",
+            4096,
+            RowCounts {
+                rows: 8192,
+                blocks: 4096,
+                lo: Some(1),
+                hi: Some(8192),
+            },
+        );
+        assert_eq!(
+            wrong.problems,
+            [
+                "rows 8192, expected 4096",
+                "8192 rows in 4096 blocks: not one row per block",
+                "keys 1..8192, expected 1..4096"
+            ]
+        );
+        let empty = judge_rows(
+            "USER3",
+            64,
+            RowCounts {
+                rows: 0,
+                blocks: 0,
+                lo: None,
+                hi: None,
+            },
+        );
+        assert_eq!(
+            empty.problems,
+            ["rows 0, expected 64", "keys 0..0, expected 1..64"]
+        );
+    }
 
     const GIB: u64 = 1 << 30;
 

@@ -3,9 +3,11 @@
 
 use dbio_core::Config;
 use dbio_core::backend::{
-    Backend, BackendError, Opened, ServerFacts, WindowCollector as CoreCollector, WindowFigures,
+    Backend, BackendError, DataSet, Opened, ServerFacts, WindowCollector as CoreCollector,
+    WindowFigures, data_set_plan,
 };
-use dbio_core::dataset::DataSetPlan;
+use dbio_core::dataset::{CheckReport, DataSetPlan};
+use dbio_core::discover::FoundDataSet;
 use dbio_core::driver::session_specs;
 use dbio_core::plan::RunPlan;
 use dbio_core::result::SessionTls;
@@ -102,6 +104,33 @@ impl CoreCollector for WindowCollector {
     }
     async fn end(self, window_s: f64) -> WindowFigures {
         WindowCollector::figures(WindowCollector::end(self, window_s).await)
+    }
+}
+
+impl DataSet for PgBackend {
+    async fn block_size(&mut self, _: &Config) -> Result<u64, BackendError> {
+        let client = self.given.connect("dbio-block-size").await?;
+        Ok(crate::server::server_info(&client).await?.block_size)
+    }
+
+    /// The marks on the database's schemas (`marker::data_sets`).
+    async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
+        let client = self.given.connect("dbio-list").await?;
+        Ok(crate::marker::data_sets(&client).await?)
+    }
+
+    async fn check(&mut self, config: &Config) -> Result<CheckReport, BackendError> {
+        let plan = data_set_plan(self, config).await?;
+        let read = crate::check::ReadShape {
+            path: config.run.read_path,
+            work_unit: config.run.work_unit,
+        };
+        let mut report = crate::check::check(&self.given, &plan, read).await?;
+        // Best effort: a role that may not read the catalogs it needs is told by the run.
+        if let Ok(missing) = crate::rights::missing_rights_of(&self.given).await {
+            report.missing_rights = missing;
+        }
+        Ok(report)
     }
 }
 

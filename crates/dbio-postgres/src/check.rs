@@ -24,18 +24,17 @@ pub struct ReadShape {
 
 pub async fn check(target: &Target, plan: &DataSetPlan, read: ReadShape) -> Result<CheckReport> {
     let client = target.connect("dbio-check").await?;
-    let info = server_info(&client).await?;
-    let plan = DataSetPlan {
-        block_size: info.block_size,
-        ..plan.clone()
-    };
+    crate::server::same_blocks(plan, &server_info(&client).await?)?;
     let names = plan.schema_names();
     let owners = marker::inspect_schemas(&client, &names).await?;
     let mut schemas = Vec::new();
     for (name, own) in owners {
-        schemas.push(check_schema(&client, &plan, &name, own, read).await?);
+        schemas.push(check_schema(&client, plan, &name, own, read).await?);
     }
-    Ok(CheckReport { schemas })
+    Ok(CheckReport {
+        schemas,
+        missing_rights: Vec::new(),
+    })
 }
 
 async fn check_schema(

@@ -51,7 +51,7 @@ enum Decision {
 
 pub async fn setup(
     target: &Target,
-    plan_in: &DataSetPlan,
+    plan: &DataSetPlan,
     opts: &SetupOptions,
     observer: Arc<dyn LoadObserver>,
 ) -> Result<LoadSummary> {
@@ -60,11 +60,7 @@ pub async fn setup(
     let (admin, pinned) = target.connect_pinned("dbio-setup").await?;
     let target = &pinned;
     let info = server_info(&admin).await?;
-    let plan = DataSetPlan {
-        block_size: info.block_size,
-        scale_blocks: plan_in.scale_blocks,
-        ..plan_in.clone()
-    };
+    crate::server::same_blocks(plan, &info)?;
     if plan.scale_blocks < dbio_core::config::MIN_SCALE_BLOCKS {
         return Err(PgError::Usage(format!(
             "data.scale (--scale) is {} blocks; the minimum is {} blocks",
@@ -77,7 +73,7 @@ pub async fn setup(
     }
     // Everything that can refuse runs before the first change: ownership, the user's objects
     // on dbio's tables, free space, privileges.
-    let (identity, decisions) = decide(&admin, &info, &plan, opts, observer.as_ref()).await?;
+    let (identity, decisions) = decide(&admin, &info, plan, opts, observer.as_ref()).await?;
     let loads = decisions
         .iter()
         .filter(|(_, d)| matches!(d, Decision::Load { .. }))
@@ -112,7 +108,7 @@ pub async fn setup(
     let mut vacuumed_kept = false;
     for (i, (name, d)) in decisions.iter().enumerate() {
         if let Decision::Keep(mark) = d {
-            let wanted = plan_mark(&plan, &identity, i as u32 + 1, LoadState::Complete);
+            let wanted = plan_mark(plan, &identity, i as u32 + 1, LoadState::Complete);
             if mark.id != wanted.id || mark.schemas != wanted.schemas {
                 // The data set grew or merged schemas of an earlier setup: one identity for all.
                 remark(

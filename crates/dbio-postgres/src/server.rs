@@ -29,6 +29,19 @@ impl ServerInfo {
     }
 }
 
+/// Refuses a plan counted in other blocks than the server's: its rows would not be the scale
+/// asked for (a plan is made with `dbio_core::backend::data_set_plan` on the same server).
+pub fn same_blocks(plan: &dbio_core::dataset::DataSetPlan, info: &ServerInfo) -> Result<()> {
+    if plan.block_size == info.block_size {
+        return Ok(());
+    }
+    Err(PgError::Usage(format!(
+        "the data set's plan counts {} rows of {}-byte blocks, but this server's blocks are {} bytes \
+         (block_size); plan it on this server",
+        plan.scale_blocks, plan.block_size, info.block_size
+    )))
+}
+
 pub async fn server_info(client: &Client) -> Result<ServerInfo> {
     let row = client
         .query_one(sql::SERVER_INFO, &[])

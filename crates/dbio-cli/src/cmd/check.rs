@@ -1,11 +1,10 @@
 //! `dbio check`: verify the data set.
 
-use dbio_core::config::Database;
-use dbio_core::dataset::DataSetPlan;
 use dbio_postgres::check;
 
+use super::db::Db;
 use super::discover::{data_ask, discover};
-use super::{DEFAULT_BLOCK_SIZE, interruptible, load_config, resolve};
+use super::load_config;
 use crate::Failure;
 use crate::args::{CommonArgs, DataArgs};
 
@@ -15,20 +14,16 @@ pub(super) async fn check_cmd(
     quiet: bool,
 ) -> Result<u8, Failure> {
     let mut config = load_config(common, data)?;
-    if config.engine == Database::Oracle {
-        let admin = crate::oracle::admin_target(&config, common.one_dsn())?;
-        return crate::oracle::check(&config, admin).await;
+    let db = Db::pick_one(&config, common)?;
+    // The data set is read from dbio's marks (PostgreSQL's), as a run reads it.
+    if let Db::Postgres(targets) = &db
+        && let Some(first) = targets.first()
+    {
+        let ask = data_ask(common, data, &config)?;
+        discover(&mut config, &ask, first, quiet).await?;
     }
-    let target = resolve(&config, common)?;
-    let ask = data_ask(common, data, &config)?;
-    discover(&mut config, &ask, &target, quiet).await?;
-    let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
-    let report = interruptible(check::check(&target, &plan, read_shape(&config)), "check").await?;
+    let report = db.check(&config).await?;
     out!("{}", report.render_text());
-    // What a run as this role will lack, and the GRANT for each (same list as the run's).
-    if let Ok(missing) = dbio_postgres::rights::missing_rights_of(&target).await {
-        out!("{}", dbio_core::report::render_missing_rights(&missing));
-    }
     Ok(if report.ok() { 0 } else { 1 })
 }
 

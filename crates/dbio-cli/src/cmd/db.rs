@@ -2,8 +2,11 @@
 //! core's one pipeline (`bench::run`), whichever it is.
 
 use dbio_core::Config;
+use dbio_core::backend::DataSet;
 use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
 use dbio_core::config::Database;
+use dbio_core::dataset::CheckReport;
+use dbio_core::discover::FoundDataSet;
 use dbio_core::result::RunResult;
 use dbio_oracle::ConnectString;
 use dbio_postgres::Target;
@@ -36,6 +39,51 @@ impl Db {
             }
             Database::Postgres => Db::Postgres(crate::scratch_target::resolve_all(config, common)?),
         })
+    }
+
+    /// The target of `config.engine` for a command on one target (setup, check, list,
+    /// teardown): several are refused.
+    pub(crate) fn pick_one(config: &Config, common: &CommonArgs) -> Result<Db, Failure> {
+        Ok(match config.engine {
+            Database::Postgres => {
+                Db::Postgres(vec![crate::scratch_target::resolve(config, common)?])
+            }
+            Database::Oracle => Db::pick(config, common)?,
+        })
+    }
+
+    /// The target as messages show it (never a password).
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            Db::Postgres(targets) => targets
+                .iter()
+                .map(Target::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            Db::Oracle(admin) => admin.redacted(),
+        }
+    }
+
+    /// Every dbio data set the (first) target holds.
+    pub(crate) async fn list(&self, config: &Config) -> Result<Vec<FoundDataSet>, Failure> {
+        match self {
+            Db::Postgres(targets) => match targets.first() {
+                Some(t) => list(&mut PgBackend::new(t.clone())).await,
+                None => Ok(Vec::new()),
+            },
+            Db::Oracle(admin) => crate::oracle::list(config, admin.clone()).await,
+        }
+    }
+
+    /// `dbio check` of the data set `config` describes, on the (first) target.
+    pub(crate) async fn check(&self, config: &Config) -> Result<CheckReport, Failure> {
+        match self {
+            Db::Postgres(targets) => match targets.first() {
+                Some(t) => check(&mut PgBackend::new(t.clone()), config).await,
+                None => Err(Failure::new(2, "no target to check")),
+            },
+            Db::Oracle(admin) => crate::oracle::check(config, admin.clone()).await,
+        }
     }
 
     /// One ramp through the pipeline: every step a run, then the ramp's files.
@@ -127,6 +175,19 @@ impl Db {
             }
         }
     }
+}
+
+/// The data sets `backend`'s target holds, until they are read or Ctrl-C (SIGTERM, SIGHUP).
+pub(crate) async fn list<D: DataSet>(backend: &mut D) -> Result<Vec<FoundDataSet>, Failure> {
+    super::interruptible(backend.list(), "list").await
+}
+
+/// `dbio check` on `backend`'s target, until it ends or Ctrl-C (SIGTERM, SIGHUP).
+pub(crate) async fn check<D: DataSet>(
+    backend: &mut D,
+    config: &Config,
+) -> Result<CheckReport, Failure> {
+    super::interruptible(backend.check(config), "check").await
 }
 
 /// The calibration `run.calibration` names, read once (exit 2 when it cannot be).

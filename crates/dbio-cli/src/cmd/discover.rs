@@ -2,9 +2,11 @@
 //! describe for the prefix (core's `discover` decides; the backend reads the marks).
 
 use dbio_core::Config;
+use dbio_core::backend::DataSet;
 use dbio_core::discover::{self, DataSetAsk};
 use dbio_core::units::SizeSpec;
-use dbio_postgres::{Target, marker};
+use dbio_postgres::Target;
+use dbio_postgres::backend::PgBackend;
 
 use super::interruptible;
 use crate::Failure;
@@ -66,10 +68,7 @@ pub(super) async fn discover(
     quiet: bool,
 ) -> Result<(), Failure> {
     let found = interruptible(
-        async {
-            let client = target.connect("dbio-list").await?;
-            marker::data_sets(&client).await
-        },
+        PgBackend::new(target.clone()).list(),
         "reading dbio's data sets",
     )
     .await?;
@@ -98,7 +97,6 @@ pub(super) async fn discover(
 /// The data sets the target holds when the prefix has none (best effort: None when they
 /// cannot be read).
 pub(super) async fn others_on(target: &Target, prefix: &str) -> Option<String> {
-    let client = target.connect("dbio-list").await.ok()?;
-    let found = marker::data_sets(&client).await.ok()?;
+    let found = PgBackend::new(target.clone()).list().await.ok()?;
     discover::others_note(prefix, &found)
 }

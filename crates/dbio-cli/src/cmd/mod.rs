@@ -7,7 +7,7 @@ mod check;
 mod compare;
 mod completions;
 mod config;
-mod db;
+pub(crate) mod db;
 mod discover;
 pub(crate) mod history;
 mod list;
@@ -27,7 +27,7 @@ mod teardown;
 use dbio_core::Config;
 use dbio_core::driver::RunStatus;
 use dbio_core::result::RunResult;
-use dbio_postgres::{PgError, Target};
+use dbio_postgres::Target;
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs};
@@ -35,7 +35,10 @@ use crate::signals::interrupts;
 
 pub(crate) use output::{RunOutput, print_json, write_results};
 
-/// PostgreSQL's default block size; only used before a server tells us its own.
+/// PostgreSQL's default block size, for sizes given in blocks where no server is there yet to
+/// say its own: a scratch cluster's or container's shared_buffers before it starts, and
+/// calibrate's I/O sizes on a raw device. A data set's rows are always counted in the
+/// server's blocks (`dbio_core::backend::data_set_plan`).
 const DEFAULT_BLOCK_SIZE: u64 = 8192;
 
 pub async fn dispatch(cli: Cli) -> Result<u8, Failure> {
@@ -174,10 +177,13 @@ pub(super) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Fa
 
 /// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure
 /// (exit 1).
-pub(super) async fn interruptible<T>(
-    work: impl std::future::Future<Output = Result<T, PgError>>,
+pub(super) async fn interruptible<T, E>(
+    work: impl std::future::Future<Output = Result<T, E>>,
     what: &str,
-) -> Result<T, Failure> {
+) -> Result<T, Failure>
+where
+    Failure: From<E>,
+{
     tokio::select! {
         r = work => r.map_err(Failure::from),
         by = interrupts().reached(1) => Err(Failure::new(
@@ -185,6 +191,16 @@ pub(super) async fn interruptible<T>(
             format!("{what} interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
         )),
     }
+}
+
+/// The data set `config` describes, counted in the blocks of the PostgreSQL server at
+/// `target` (what setup builds and check verifies).
+pub(super) async fn pg_data_set(
+    config: &Config,
+    target: &Target,
+) -> Result<dbio_core::dataset::DataSetPlan, dbio_core::backend::BackendError> {
+    let mut backend = dbio_postgres::backend::PgBackend::new(target.clone());
+    dbio_core::backend::data_set_plan(&mut backend, config).await
 }
 
 /// Exit code of a finished run: 0 ok, 1 failed or interrupted.

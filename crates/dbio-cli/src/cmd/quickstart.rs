@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use dbio_core::Config;
-use dbio_core::dataset::DataSetPlan;
 use dbio_core::driver::RunStatus;
 use dbio_core::units::SizeSpec;
 use dbio_postgres::loader::SetupOptions;
@@ -15,7 +14,7 @@ use super::output::STDERR;
 use super::run::run_benchmark;
 use super::scratch::{describe, scratch_options};
 use super::setup::setup;
-use super::{DEFAULT_BLOCK_SIZE, RunOutput, exit_code, interruptible};
+use super::{RunOutput, exit_code, interruptible, pg_data_set};
 use crate::Failure;
 use crate::args::{Format, ScratchArgs};
 
@@ -98,7 +97,7 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
     outln!("== data set ==");
     out!("{}", summary.render_text());
-    let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
+    let plan = interruptible(pg_data_set(config, target), "check").await?;
     let report = interruptible(
         check::check(target, &plan, super::check::read_shape(config)),
         "check",

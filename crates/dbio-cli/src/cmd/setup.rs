@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use dbio_core::Config;
 use dbio_core::config::Database;
-use dbio_core::dataset::{DataSetPlan, LoadObserver, LoadSummary, NoProgress};
+use dbio_core::dataset::{LoadObserver, LoadSummary, NoProgress};
+use dbio_postgres::Target;
 use dbio_postgres::loader::{self, SetupOptions};
-use dbio_postgres::{PgError, Target};
 
 use super::teardown::refuse_drop_dependents_on_oracle;
-use super::{DEFAULT_BLOCK_SIZE, interruptible, load_config, resolve};
+use super::{interruptible, load_config, pg_data_set, resolve};
 use crate::Failure;
 use crate::args::{CommonArgs, DataArgs, LoadArgs};
 use crate::progress::LoadBars;
@@ -48,8 +48,8 @@ pub(super) async fn setup(
     target: &Target,
     opts: &SetupOptions,
     quiet: bool,
-) -> Result<LoadSummary, PgError> {
-    let plan = DataSetPlan::new(&config.data, DEFAULT_BLOCK_SIZE);
+) -> Result<LoadSummary, Failure> {
+    let plan = pg_data_set(config, target).await?;
     let observer: Arc<dyn LoadObserver> = if quiet {
         Arc::new(NoProgress)
     } else {
@@ -57,14 +57,15 @@ pub(super) async fn setup(
     };
     if !quiet {
         errln!(
-            "setup: {} schema(s) x {} blocks on {target}{}",
+            "setup: {} schema(s) x {} blocks of {} kB on {target}{}",
             plan.schemas,
             plan.scale_blocks,
+            plan.block_size / 1024,
             plan.tablespace
                 .as_ref()
                 .map(|t| format!(" in tablespace {t}"))
                 .unwrap_or_default()
         );
     }
-    loader::setup(target, &plan, opts, observer).await
+    Ok(loader::setup(target, &plan, opts, observer).await?)
 }

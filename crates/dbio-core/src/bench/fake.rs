@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::Config;
 use crate::backend::{
-    Backend, BackendError, NoLoops, Opened, ServerFacts, WindowCollector, WindowFigures,
+    Backend, BackendError, DataSet, NoLoops, Opened, ServerFacts, WindowCollector, WindowFigures,
 };
+use crate::dataset::CheckReport;
+use crate::discover::FoundDataSet;
 use crate::driver::{Canceller, OpError, Session};
 use crate::plan::RunPlan;
 use crate::result::{DataSetInfo, Environment};
@@ -110,6 +112,20 @@ fn facts() -> ServerFacts {
         notes: Vec::new(),
         describe: "Fake 1".into(),
         server_id: None,
+    }
+}
+
+/// The fake's data set is whatever a run asks for, in 8 kB blocks; list and check are not
+/// part of a run.
+impl DataSet for FakeBackend {
+    async fn block_size(&mut self, _: &Config) -> Result<u64, BackendError> {
+        Ok(8192)
+    }
+    async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
+        Ok(Vec::new())
+    }
+    async fn check(&mut self, _: &Config) -> Result<CheckReport, BackendError> {
+        Err(BackendError::failed("fake: no data set to check"))
     }
 }
 
@@ -238,10 +254,10 @@ impl FakeCollector {
 }
 
 impl WindowCollector for FakeCollector {
-    async fn begin(&mut self) -> Result<(), String> {
+    async fn begin(&mut self) -> Result<(), BackendError> {
         self.call("begin");
         if self.fail_begin {
-            return Err("fake: the before snapshot failed".into());
+            return Err(BackendError::failed("fake: the before snapshot failed"));
         }
         Ok(())
     }

@@ -1054,7 +1054,7 @@ mod tests {
         let mut b = FakeBackend::failing_at(FailAt::Refuse);
         let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
         assert_eq!(e.message, "fake: refused before anything was touched");
-        assert_eq!(e.exit_code, 2);
+        assert_eq!(e.kind, crate::ErrorKind::Usage);
         assert!(!out.exists(), "the result folder was created");
         assert!(b.calls().is_empty(), "the server was asked {:?}", b.calls());
     }
@@ -1066,7 +1066,7 @@ mod tests {
         let mut b = FakeBackend::failing_at(FailAt::Preflight);
         let e = error_of(run_fake(&mut b, &config(&out, ""), Interrupts::never()).await);
         assert_eq!(e.message, "fake: preflight found no data set");
-        assert_eq!(e.exit_code, 1);
+        assert_eq!(e.kind, crate::ErrorKind::Failed);
         assert_eq!(b.calls(), ["preflight"]);
         assert_eq!(sessions(&b), (0, 0));
         assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
@@ -1088,7 +1088,7 @@ mod tests {
             "{}",
             e.message
         );
-        assert_eq!(e.exit_code, 2);
+        assert_eq!(e.kind, crate::ErrorKind::Usage);
         assert_eq!(b.calls(), ["preflight", "clock_offset_s"]);
         assert_eq!(sessions(&b), (0, 0));
         assert!(files_in(&out).is_empty(), "left {:?}", files_in(&out));
@@ -1124,7 +1124,7 @@ mod tests {
             "{}",
             e.message
         );
-        assert_eq!(e.exit_code, 1);
+        assert_eq!(e.kind, crate::ErrorKind::Interrupted);
         assert_eq!(
             b.calls(),
             ["preflight", "clock_offset_s", "open_sessions", "collector"]
@@ -1183,7 +1183,7 @@ mod tests {
             "{}",
             e.message
         );
-        assert_eq!(e.exit_code, 1);
+        assert_eq!(e.kind, crate::ErrorKind::Failed);
         assert_eq!(
             b.calls(),
             [
@@ -1212,7 +1212,7 @@ mod tests {
         let e = error_of(ran);
         let head = format!("cannot write result.json into {}: ", out.display());
         assert!(e.message.starts_with(&head), "{}", e.message);
-        assert_eq!(e.exit_code, 1);
+        assert_eq!(e.kind, crate::ErrorKind::Failed);
         let kept = e
             .message
             .split_once("; result.json is kept in ")

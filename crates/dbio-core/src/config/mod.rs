@@ -1334,7 +1334,7 @@ impl Config {
                 ));
             }
         }
-        let scale = self.data.scale.to_blocks(block_size);
+        let scale = crate::dataset::rows_per_schema(&self.data, block_size);
         for (key, unit) in [
             ("run.work_unit", r.work_unit),
             ("run.update_work_unit", r.update_work_unit),

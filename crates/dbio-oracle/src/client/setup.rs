@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use dbio_core::dataset::DataSetPlan;
+use dbio_core::dataset::{CheckReport, DataSetPlan, SchemaCheck};
 
 use super::records::{self, Catalogs};
 use super::{Breaker, Conn, Result, ServerFacts, Timeouts, connect, env};
@@ -327,24 +327,31 @@ fn build(
 }
 
 /// `check`: every schema dbio's and complete, rows = keys = distinct blocks (one row per
-/// block), by a full scan of each table (DBMS_ROWID). `line` gets a line per schema.
+/// block), by a full scan of each table (DBMS_ROWID); the report core renders for every
+/// engine.
 pub fn check(
     admin: &ConnectString,
     plan: &DataSetPlan,
     facts: &ServerFacts,
     timeouts: &Timeouts,
     b: &Breaker,
-    line: &(dyn Fn(&str) + Sync),
-) -> Result<bool> {
+) -> Result<CheckReport> {
     let conn = admin_conn(admin, timeouts, b)?;
     records::check_privileges(&conn, Command::Check, "check", &facts.admin)?;
     let cats = records::catalogs(&conn, &facts.admin)?;
-    let mut ok = true;
+    let mut schemas = Vec::new();
     for j in records::judge_plan(&conn, &cats, plan, false)? {
         let user = &j.user;
         if let Some(why) = loader::records_problem(user, &j.own, plan.scale_blocks) {
-            ok = false;
-            line(&why);
+            schemas.push(SchemaCheck {
+                schema: user.clone(),
+                facts: Vec::new(),
+                problems: vec![
+                    why.strip_prefix(&format!("{user}: "))
+                        .unwrap_or(&why)
+                        .to_string(),
+                ],
+            });
             continue;
         }
         let (rows, blocks, lo, hi) = conn
@@ -354,21 +361,21 @@ pub fn check(
                 &format!("{user}: counting rows and blocks"),
             )?
             .unwrap_or((0, 0, None, None));
-        let want = plan.scale_blocks as i64;
-        let good = rows == want && blocks == want && lo == Some(1) && hi == Some(want);
-        ok &= good;
-        line(&format!(
-            "{user}: {rows} rows in {blocks} blocks, keys {}..{} ({})",
-            lo.unwrap_or(0),
-            hi.unwrap_or(0),
-            if good {
-                "ok: one row per block"
-            } else {
-                "WRONG: expected one row per block for every key"
-            }
+        schemas.push(checks::judge_rows(
+            user,
+            plan.scale_blocks,
+            checks::RowCounts {
+                rows,
+                blocks,
+                lo,
+                hi,
+            },
         ));
     }
-    Ok(ok)
+    Ok(CheckReport {
+        schemas,
+        missing_rights: Vec::new(),
+    })
 }
 
 /// Drops one data set: the users dbio's catalog (the admin's) records under the prefix, by
