@@ -38,8 +38,8 @@ pub struct Preflight {
     /// debug_io_direct includes `data` (PostgreSQL 16+): reads bypass the page cache.
     pub direct_io: bool,
     /// The run's hold on its data set (advisory locks, see `lock`), released when this
-    /// preflight is dropped: keep it until the result is written.
-    pub lock: crate::lock::RunLock,
+    /// preflight is dropped: keep it until the result is written. Held, never read.
+    pub _lock: crate::lock::RunLock,
 }
 
 pub async fn preflight(
@@ -190,7 +190,7 @@ pub async fn preflight(
         notes,
         data_path,
         direct_io,
-        lock,
+        _lock: lock,
     })
 }
 
