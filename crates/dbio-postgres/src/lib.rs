@@ -33,6 +33,7 @@ mod sampler;
 mod scratch;
 mod server;
 mod session;
+mod sizing;
 mod space;
 mod sql;
 mod teardown;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
 use dbio_core::config::{ReadPath, RedoStress};
-use dbio_core::dataset::{DataSetPlan, judge_size};
+use dbio_core::dataset::DataSetPlan;
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
 use dbio_core::workload::{SessionKind, session_seed};
@@ -22,6 +22,7 @@ use crate::maintenance;
 use crate::marker::{self, Ownership};
 use crate::server::{ServerInfo, server_info};
 use crate::session::{LoopCall, PgLoopSession, PgSession, SessionOptions};
+use crate::sizing::judge_size;
 use crate::sql;
 
 /// What the run needs to know about the target before it starts.
