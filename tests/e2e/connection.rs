@@ -169,7 +169,7 @@ fn target_session_attrs_are_checked_on_each_server() {
         assert!(stderr(&o).contains(why), "{attrs}: {}", stderr(&o));
         // The measured sessions' connections check the same.
         let target = dbio_postgres::Target::from_dsn(&dsn(attrs)).unwrap();
-        match dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") {
+        match dbio_postgres::WireConn::open(&target, "dbio-reader-1") {
             Ok(_) => panic!("a session connected to a primary under target_session_attrs={attrs}"),
             Err(e) => assert!(e.to_string().contains(why), "{attrs}: {e}"),
         }
@@ -187,7 +187,7 @@ fn session_sockets_carry_keepalive_and_cancels_reach_the_connected_server() {
     // dbio's defaults where the DSN is silent, the DSN's values where it speaks.
     let open = |extra: &str| {
         let target = dbio_postgres::Target::from_dsn(&format!("{base} {extra}")).unwrap();
-        match dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") {
+        match dbio_postgres::WireConn::open(&target, "dbio-reader-1") {
             Ok(c) => c,
             Err(e) => panic!("{e}"),
         }

@@ -6,7 +6,6 @@
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use dbio_postgres::scratch;
 use dbio_tests::{
     TestCluster, assert_exit, dbio, num, read_result, stderr, stdout, wait_no_dbio_sessions,
 };
@@ -85,7 +84,7 @@ async fn server_stopping_mid_run_fails_the_run_within_10_s_with_a_result() {
     wait_sessions(&c, 2).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(c);
-    scratch::kill_immediate(&pg.cluster).unwrap();
+    pg.cluster.kill_immediate().unwrap();
     let code = wait_exit(&mut child, Duration::from_secs(10));
     assert_eq!(code, 1);
     let r = read_result(out.path());
@@ -314,7 +313,7 @@ async fn a_restart_inside_a_ramp_fails_that_step_and_the_ramp_follows_its_policy
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(1500));
-        scratch::restart(&pg.cluster).unwrap();
+        pg.cluster.restart().unwrap();
         assert_eq!(
             wait_exit(&mut child, Duration::from_secs(60)),
             1,

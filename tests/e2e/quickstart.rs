@@ -45,7 +45,7 @@ fn the_quickstart_ramp_reads_from_the_device_at_every_step() {
     struct Stop<'a>(&'a Path);
     impl Drop for Stop<'_> {
         fn drop(&mut self) {
-            let _ = dbio_postgres::scratch::destroy(self.0);
+            let _ = dbio_postgres::ScratchCluster::destroy(self.0);
         }
     }
     let _stop = Stop(&dir);

@@ -167,16 +167,16 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
         .tempdir()
         .unwrap();
     let decoy = std::net::TcpListener::bind(("127.0.0.1", 5432)).is_ok() && {
-        let mut o = dbio_postgres::scratch::ScratchOptions::new(decoy_dir.path());
+        let mut o = dbio_postgres::ScratchOptions::new(decoy_dir.path());
         o.port = Some(5432);
         o.shared_buffers_bytes = 16 << 20;
-        dbio_postgres::scratch::start(&o).is_ok()
+        dbio_postgres::ScratchCluster::start(&o).is_ok()
     };
     struct Stop<'a>(&'a std::path::Path, &'a std::path::Path);
     impl Drop for Stop<'_> {
         fn drop(&mut self) {
-            let _ = dbio_postgres::scratch::destroy(&self.0.join(".dbio/scratch"));
-            let _ = dbio_postgres::scratch::destroy(self.1);
+            let _ = dbio_postgres::ScratchCluster::destroy(&self.0.join(".dbio/scratch"));
+            let _ = dbio_postgres::ScratchCluster::destroy(self.1);
         }
     }
     let _stop = Stop(work.path(), decoy_dir.path());
@@ -187,7 +187,7 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     );
     assert_exit(&out, 0);
     let (cluster, running) =
-        dbio_postgres::scratch::status(&work.path().join(".dbio/scratch")).unwrap();
+        dbio_postgres::ScratchCluster::status(&work.path().join(".dbio/scratch")).unwrap();
     assert!(running);
     let port = cluster.state.port;
     assert_ne!(port, 5432);

@@ -573,7 +573,7 @@ async fn a_refused_connection_keeps_the_servers_detail_and_hint() {
         "{e}"
     );
     let target = dbio_postgres::Target::from_dsn(&dsn).unwrap();
-    let Err(e) = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") else {
+    let Err(e) = dbio_postgres::WireConn::open(&target, "dbio-reader-1") else {
         panic!("a session connected past the login trigger");
     };
     assert!(e.to_string().contains("DETAIL: maintenance window"), "{e}");

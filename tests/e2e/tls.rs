@@ -349,7 +349,7 @@ fn sslmode_require_sends_no_password_to_a_server_without_tls() {
     }
     // The measured sessions' own connections.
     let target = dbio_postgres::Target::from_dsn(&dsn).unwrap();
-    let Err(e) = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") else {
+    let Err(e) = dbio_postgres::WireConn::open(&target, "dbio-reader-1") else {
         panic!("a session connected to a server without TLS under sslmode=require");
     };
     assert_eq!(dbio_cli::exit_code(e.kind()), 2);
@@ -380,7 +380,7 @@ fn sslmode_require_sends_no_password_to_a_server_without_tls() {
     // which shows the fake server would have recorded a password had it been sent.
     let prefer = dsn.replace("sslmode=require", "sslmode=prefer connect_timeout=2");
     let target = dbio_postgres::Target::from_dsn(&prefer).unwrap();
-    let _ = dbio_postgres::session::WireConn::open(&target, "dbio-reader-1");
+    let _ = dbio_postgres::WireConn::open(&target, "dbio-reader-1");
     std::thread::sleep(Duration::from_millis(300));
     let got = fake.received.lock().unwrap().clone();
     assert!(
@@ -397,7 +397,7 @@ async fn a_tls_session_is_cancelled_over_tls_and_reports_its_cipher() {
         server.ca.display()
     )))
     .unwrap();
-    let mut conn = match dbio_postgres::session::WireConn::open(&target, "dbio-reader-1") {
+    let mut conn = match dbio_postgres::WireConn::open(&target, "dbio-reader-1") {
         Ok(c) => c,
         Err(e) => panic!("{e}"),
     };
@@ -680,7 +680,7 @@ async fn tls_outcomes_match_psql_row_by_row() {
             .unwrap();
         let by_dbio = dbio_tests::dbio_env(&["teardown", "--dsn", &dsn], &[("HOME", home)]);
         let session = dbio_postgres::Target::from_dsn(&dsn)
-            .and_then(|t| dbio_postgres::session::WireConn::open(&t, "dbio-reader-1"));
+            .and_then(|t| dbio_postgres::WireConn::open(&t, "dbio-reader-1"));
         let outcome = (
             by_psql.status.success(),
             by_dbio.status.success(),

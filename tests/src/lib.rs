@@ -7,7 +7,7 @@ pub mod containers;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
+use dbio_postgres::{ScratchCluster, ScratchOptions};
 use tokio_postgres::{Client, NoTls};
 
 /// A scratch cluster that is stopped and deleted when the test ends, pass or fail.
@@ -66,8 +66,8 @@ impl TestCluster {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let cluster =
-            scratch::start(&opts).unwrap_or_else(|e| panic!("scratch cluster did not start: {e}"));
+        let cluster = ScratchCluster::start(&opts)
+            .unwrap_or_else(|e| panic!("scratch cluster did not start: {e}"));
         TestCluster { cluster, dir }
     }
 
@@ -126,7 +126,7 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
-        let _ = scratch::destroy(self.dir.path());
+        let _ = ScratchCluster::destroy(self.dir.path());
     }
 }
 

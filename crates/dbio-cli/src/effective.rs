@@ -104,7 +104,7 @@ impl std::fmt::Display for Source {
             Source::Scratch => write!(
                 f,
                 "the scratch cluster running in {} (nothing else names a target)",
-                dbio_postgres::scratch::DEFAULT_DIR
+                dbio_postgres::ScratchCluster::DEFAULT_DIR
             ),
         }
     }

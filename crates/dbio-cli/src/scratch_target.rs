@@ -13,8 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use dbio_core::Config;
-use dbio_postgres::scratch::{self, ScratchCluster};
-use dbio_postgres::{Target, conn};
+use dbio_postgres::{ScratchCluster, Target, env_params};
 
 use crate::Failure;
 use crate::args::CommonArgs;
@@ -62,12 +61,12 @@ pub(crate) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Fa
             .filter(|k| env(k).is_some())
             .map(|k| k.to_string())
             .collect::<Vec<_>>(),
-        || running_default(Path::new(scratch::DEFAULT_DIR)),
+        || running_default(Path::new(ScratchCluster::DEFAULT_DIR)),
     );
     let scratch_dsn = scratch.as_ref().map(ScratchCluster::dsn);
     let target = Target::resolve(
         scratch_dsn.as_deref().or(config.target.dsn.as_deref()),
-        conn::env_params()?,
+        env_params()?,
         common.one_dsn(),
         config.target.connect_timeout.0,
     )?;
@@ -85,7 +84,7 @@ pub(crate) fn resolve_all(config: &Config, common: &CommonArgs) -> Result<Vec<Ta
     if dsns.is_empty() {
         return Ok(vec![resolve(config, common)?]);
     }
-    let env = conn::env_params()?;
+    let env = env_params()?;
     let from = if common.dsn.len() > 1 {
         "--dsn"
     } else {
@@ -137,7 +136,7 @@ pub(crate) fn default_scratch_dsn() -> Option<String> {
     if named {
         return None;
     }
-    running_default(Path::new(scratch::DEFAULT_DIR))
+    running_default(Path::new(ScratchCluster::DEFAULT_DIR))
         .ok()
         .flatten()
         .map(|c| c.dsn())
@@ -185,7 +184,7 @@ fn running_default(dir: &Path) -> Result<Option<ScratchCluster>, &'static str> {
     if !dir.join("scratch.json").is_file() {
         return Ok(None);
     }
-    match scratch::status(dir) {
+    match ScratchCluster::status(dir) {
         Ok((c, true)) => Ok(Some(c)),
         Ok((_, false)) => Err("the scratch cluster in .dbio/scratch is stopped"),
         Err(_) => Err(".dbio/scratch is not a readable scratch cluster"),
@@ -196,7 +195,7 @@ fn target_line(origin: &Origin, target: &Target) -> String {
     match origin {
         Origin::Scratch { port, version } => format!(
             "target: scratch cluster {} (port {port}, PostgreSQL {version}); --dsn or PGHOST/PGPORT to choose another",
-            scratch::DEFAULT_DIR
+            ScratchCluster::DEFAULT_DIR
         ),
         Origin::Given(from) => format!("target: {target} (from {})", from.join(", ")),
         Origin::Defaults { scratch_note } => format!(
@@ -207,7 +206,7 @@ fn target_line(origin: &Origin, target: &Target) -> String {
 
 /// `dbio scratch env`: the PG* exports of the running cluster in `dir`.
 pub(crate) fn env_cmd(dir: &Path) -> Result<u8, Failure> {
-    let (c, running) = scratch::status(dir)?;
+    let (c, running) = ScratchCluster::status(dir)?;
     if !running {
         return Err(Failure::new(
             1,

@@ -136,54 +136,6 @@ pub struct SizingVerdict {
 /// Reads below this multiple of shared_buffers are mostly buffer hits, not reads.
 pub const MIN_BUFFER_MULTIPLE: u64 = 4;
 
-/// `drop_caches`: collector.drop_caches is on, so every run already starts with a cold page
-/// cache and the advice says what that does not cover.
-pub fn judge_size(
-    data_bytes: u64,
-    shared_buffers_bytes: u64,
-    ram: Option<&ServerRam>,
-    drop_caches: bool,
-) -> SizingVerdict {
-    let mut warnings = Vec::new();
-    if data_bytes < MIN_BUFFER_MULTIPLE.saturating_mul(shared_buffers_bytes) {
-        warnings.push(format!(
-            "the data set ({}) is smaller than {MIN_BUFFER_MULTIPLE} x shared_buffers = {} (shared_buffers {}): \
-             most reads will be buffer hits, not I/O. Raise --scale or --schemas, or lower shared_buffers.",
-            format_bytes(data_bytes),
-            format_bytes(MIN_BUFFER_MULTIPLE.saturating_mul(shared_buffers_bytes)),
-            format_bytes(shared_buffers_bytes)
-        ));
-    }
-    if let Some(ram) = ram
-        && data_bytes < ram.bytes
-    {
-        let advice = if drop_caches {
-            "collector.drop_caches is on, so each run starts with a cold page cache, but blocks read once \
-             stay cached for the rest of the window. Make the data set larger than RAM, cap the server's \
-             page cache with a memory cgroup, or on PostgreSQL 16+ start the server with \
-             debug_io_direct=data (a developer option)."
-        } else {
-            "Make the data set larger than RAM, drop the page cache before each run (run --drop-caches, \
-             or as root: sync; echo 3 > /proc/sys/vm/drop_caches), cap the server's page cache with a \
-             memory cgroup, or on PostgreSQL 16+ start the server with debug_io_direct=data (a developer \
-             option)."
-        };
-        warnings.push(format!(
-            "the data set ({}) is smaller than {}: PostgreSQL reads through the OS page \
-             cache, so many \"reads\" will be served from memory, not the device. {advice}",
-            format_bytes(data_bytes),
-            ram.describe()
-        ));
-    }
-    SizingVerdict {
-        data_bytes,
-        shared_buffers_bytes,
-        host_ram_bytes: ram.map(|r| r.bytes),
-        ram_cgroup_file: ram.and_then(|r| r.cgroup_file.clone()),
-        warnings,
-    }
-}
-
 /// Total RAM of this host from /proc/meminfo, if readable.
 pub fn host_ram_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -412,59 +364,6 @@ mod tests {
     }
 
     #[test]
-    fn small_data_sets_are_flagged() {
-        let v = judge_size(64 << 20, 32 << 20, None, false);
-        assert_eq!(v.warnings.len(), 1);
-        assert!(
-            v.warnings[0]
-                .contains("smaller than 4 x shared_buffers = 128.0 MiB (shared_buffers 32.0 MiB)"),
-            "{}",
-            v.warnings[0]
-        );
-        let host = ServerRam::new(24 << 30, None);
-        let v = judge_size(1 << 30, 32 << 20, Some(&host), false);
-        assert_eq!(v.warnings.len(), 1);
-        assert!(v.warnings[0].contains("page cache"));
-        assert!(
-            v.warnings[0].contains("the database host's RAM (24.0 GiB)"),
-            "{}",
-            v.warnings[0]
-        );
-        // A container's memory cap is the RAM its page cache may use: 1 GiB does not fit in
-        // 256 MiB, and 128 MiB does, whatever the host has.
-        let capped = ServerRam::new(
-            24 << 30,
-            Some((
-                256 << 20,
-                "/sys/fs/cgroup/memory/memory.limit_in_bytes".into(),
-            )),
-        );
-        assert!(
-            judge_size(1 << 30, 16 << 20, Some(&capped), false)
-                .warnings
-                .is_empty()
-        );
-        let v = judge_size(128 << 20, 16 << 20, Some(&capped), false);
-        assert_eq!(v.host_ram_bytes, Some(256 << 20));
-        assert!(
-            v.warnings[0].contains("the server's memory cap (256.0 MiB, its cgroup's /sys/fs/cgroup/memory/memory.limit_in_bytes; the host has 24.0 GiB)"),
-            "{}",
-            v.warnings[0]
-        );
-        // A "limit" above the host's RAM (v1's unlimited) caps nothing.
-        let unlimited = ServerRam::new(24 << 30, Some((0x7FFF_FFFF_FFFF_F000, "x".into())));
-        assert_eq!((unlimited.bytes, unlimited.cgroup_file), (24 << 30, None));
-        let cold = judge_size(1 << 30, 32 << 20, Some(&host), true);
-        assert!(
-            cold.warnings[0].contains("drop_caches is on") && !cold.warnings[0].contains("echo 3"),
-            "{}",
-            cold.warnings[0]
-        );
-        let v = judge_size(32 << 30, 32 << 20, Some(&host), false);
-        assert!(v.warnings.is_empty());
-    }
-
-    #[test]
     fn meminfo_is_parsed() {
         let text = "MemTotal:       24603648 kB\nMemFree:        1 kB\n";
         assert_eq!(parse_meminfo_total(text), Some(24603648 * 1024));
@@ -493,7 +392,13 @@ mod tests {
                 },
             ],
             seconds: 2.0,
-            sizing: judge_size(20 << 20, 16 << 20, None, false),
+            sizing: SizingVerdict {
+                data_bytes: 20 << 20,
+                shared_buffers_bytes: 16 << 20,
+                host_ram_bytes: None,
+                ram_cgroup_file: None,
+                warnings: vec!["the data set (20.0 MiB) is smaller than the buffer cache".into()],
+            },
         };
         assert_eq!(s.loaded_table_bytes(), 10 << 20);
         assert!((s.mb_per_s() - 5.0).abs() < 1e-9);

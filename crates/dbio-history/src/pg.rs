@@ -72,7 +72,7 @@ impl PgStore {
     /// file, every sslmode with dbio's TLS; sslmode=require against a server without TLS
     /// sends nothing after the SSL request.
     fn connect(url: &str) -> Result<PgStore, HistoryError> {
-        let env = dbio_postgres::conn::env_params()
+        let env = dbio_postgres::env_params()
             .map_err(|e| HistoryError::store("PostgreSQL store", e.to_string()))?;
         let target = dbio_postgres::Target::resolve(
             None,

@@ -14,9 +14,7 @@
 
 use std::time::Instant;
 
-use dbio_postgres::Target;
-use dbio_postgres::session::{INT8, Param, WireConn};
-use dbio_postgres::sql;
+use dbio_postgres::{INT8, Param, Target, WireConn, read_range};
 
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
@@ -33,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let scale: i64 = scale.parse()?;
     let n: i64 = n.parse()?;
-    let select = sql::read_range(schema);
+    let select = read_range(schema);
     let started = Instant::now();
     let cpu0 = cpu_seconds();
     let mut rows = 0i64;

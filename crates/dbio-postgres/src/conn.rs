@@ -8,7 +8,6 @@
 //! (preflight, loader, collector, sampler, admin) and `wire` for the measured sessions, with
 //! the same host list, TLS, options, application_name and keepalive settings.
 
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -1102,14 +1101,16 @@ pub fn env_params() -> Result<ConnParams> {
     ConnParams::from_env(|k| std::env::var(k).ok())
 }
 
-/// Test helper: environment from a map.
-pub fn env_from_map(map: &HashMap<&str, &str>) -> Result<ConnParams> {
-    ConnParams::from_env(|k| map.get(k).map(|v| v.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+
+    /// The environment of a map.
+    fn env_from_map(map: &HashMap<&str, &str>) -> Result<ConnParams> {
+        ConnParams::from_env(|k| map.get(k).map(|v| v.to_string()))
+    }
 
     #[test]
     fn flag_beats_environment_beats_file() {

@@ -7,37 +7,62 @@
 //! (`host`, `cgroup`, `caps`, `cpu`, `residency`) measure, and `rights` names every figure the
 //! role may not read. `backend` gives core's traits; `scratch` manages throwaway clusters for
 //! the quickstart, the nightly and the tests.
+//!
+//! The modules are private: other crates use the names re-exported below, and reach the
+//! backend's run, check and list through core's `Backend` and `DataSet` traits.
 
-pub mod backend;
-pub mod caps;
-pub mod cgroup;
-pub mod check;
-pub mod collector;
-pub mod conn;
+mod backend;
+mod caps;
+mod cgroup;
+mod check;
+mod collector;
+mod conn;
 mod copy;
-pub mod cpu;
-pub mod dsn;
-pub mod error;
-pub mod host;
-pub mod loader;
-pub mod lock;
-pub mod maintenance;
-pub mod marker;
-pub mod residency;
-pub mod rights;
-pub mod run;
-pub mod sampler;
-pub mod scratch;
-pub mod server;
-pub mod session;
-pub mod space;
-pub mod sql;
-pub mod teardown;
-pub mod tls;
-pub mod verify;
+mod cpu;
+mod dsn;
+mod error;
+mod host;
+mod loader;
+mod lock;
+mod maintenance;
+mod marker;
+mod residency;
+mod rights;
+mod run;
+mod sampler;
+mod scratch;
+mod server;
+mod session;
+mod sizing;
+mod space;
+mod sql;
+mod teardown;
+mod tls;
+mod verify;
 /// The measured sessions' own blocking protocol client; its public types are re-exported by
 /// `session` (the protocol tests and the client-cost example open it directly).
 mod wire;
 
-pub use conn::Target;
+/// The PostgreSQL backend of core's one run pipeline: `dbio_core::backend::Backend` for
+/// run, ramp and capacity, `dbio_core::backend::DataSet` for check and list.
+pub use backend::PgBackend;
+/// Where to connect, resolved as libpq resolves it (DSN over PG* variables, service file,
+/// password file), and the PG* variables of this process.
+pub use conn::{Target, env_params};
+/// The crate's one error type; its `kind()` decides the CLI's exit code.
 pub use error::PgError;
+/// `dbio setup`: builds the data set with binary COPY, marking each schema as it goes.
+pub use loader::{SetupOptions, setup};
+/// Throwaway clusters (initdb, start, stop, destroy) for the quickstart, the nightly and the
+/// tests.
+pub use scratch::{ScratchCluster, ScratchOptions};
+/// The raw connection of a measured session, what its statements bind and what its methods
+/// return, for the protocol tests and the client-cost example; runs open sessions through
+/// [`PgBackend`].
+pub use session::{
+    CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, WireConn,
+};
+/// The reader's statement for a schema, as the measured sessions prepare it.
+pub use sql::read_range;
+/// `dbio teardown`: what would be dropped, and the drop itself (only what dbio made).
+pub use teardown::{teardown, teardown_plan};

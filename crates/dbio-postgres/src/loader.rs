@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use dbio_core::dataset::{
-    DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, judge_size, secs,
+    DataSetPlan, LoadObserver, LoadSummary, SchemaAction, SchemaOutcome, secs,
 };
 use dbio_core::key_order::KeyOrder;
 use deadpool_postgres::{Hook, HookError, Pool};
@@ -22,6 +22,7 @@ use crate::error::{PgError, Result};
 use crate::maintenance;
 use crate::marker::{self, Identity, LoadState, Ownership, SchemaMark, Table};
 use crate::server::{ServerInfo, server_info};
+use crate::sizing::judge_size;
 use crate::{space, sql, teardown};
 
 /// Rows per COPY message: about 256 kB of row data.

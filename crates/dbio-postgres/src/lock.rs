@@ -216,28 +216,12 @@ pub async fn exclusive(client: &Client, ids: &[String], command: &str) -> Result
 /// (after the result is written), which releases the locks.
 pub struct RunLock {
     client: Option<Client>,
-    run_id: String,
-    ids: Vec<String>,
 }
 
 impl RunLock {
-    /// The run id the lock carries (shards of one coordinated run share it).
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
-    /// The data set ids held.
-    pub fn ids(&self) -> &[String] {
-        &self.ids
-    }
-
     /// No lock (no marked data set to hold: preflight refuses the run anyway).
-    fn none(run_id: &str) -> RunLock {
-        RunLock {
-            client: None,
-            run_id: run_id.to_string(),
-            ids: Vec::new(),
-        }
+    fn none() -> RunLock {
+        RunLock { client: None }
     }
 }
 
@@ -254,7 +238,7 @@ pub async fn for_run(
     let mut client = target.connect(LOCK_APPLICATION_NAME).await?;
     let ids = data_set_ids(&client, names).await?;
     if ids.is_empty() {
-        return Ok(RunLock::none(run_id));
+        return Ok(RunLock::none());
     }
     let run_key = key_of(run_id);
     let tx = client
@@ -311,8 +295,6 @@ pub async fn for_run(
     }
     Ok(RunLock {
         client: Some(client),
-        run_id: run_id.to_string(),
-        ids,
     })
 }
 

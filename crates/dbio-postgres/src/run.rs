@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::Config;
 use dbio_core::config::{ReadPath, RedoStress};
-use dbio_core::dataset::{DataSetPlan, judge_size};
+use dbio_core::dataset::DataSetPlan;
 use dbio_core::driver::SessionSpec;
 use dbio_core::result::{DataSetInfo, Environment};
 use dbio_core::workload::{SessionKind, session_seed};
@@ -22,6 +22,7 @@ use crate::maintenance;
 use crate::marker::{self, Ownership};
 use crate::server::{ServerInfo, server_info};
 use crate::session::{LoopCall, PgLoopSession, PgSession, SessionOptions};
+use crate::sizing::judge_size;
 use crate::sql;
 
 /// What the run needs to know about the target before it starts.
@@ -38,8 +39,8 @@ pub struct Preflight {
     /// debug_io_direct includes `data` (PostgreSQL 16+): reads bypass the page cache.
     pub direct_io: bool,
     /// The run's hold on its data set (advisory locks, see `lock`), released when this
-    /// preflight is dropped: keep it until the result is written.
-    pub lock: crate::lock::RunLock,
+    /// preflight is dropped: keep it until the result is written. Held, never read.
+    pub _lock: crate::lock::RunLock,
 }
 
 pub async fn preflight(
@@ -190,7 +191,7 @@ pub async fn preflight(
         notes,
         data_path,
         direct_io,
-        lock,
+        _lock: lock,
     })
 }
 

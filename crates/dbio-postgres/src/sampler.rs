@@ -109,18 +109,6 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Connects and starts sampling at once; sessions told apart by application_name.
-    pub async fn start(target: &Target, period: Duration) -> Result<Sampler> {
-        Self::start_with(
-            target,
-            SamplerOptions {
-                period,
-                ..SamplerOptions::default()
-            },
-        )
-        .await
-    }
-
     /// Connects and starts sampling at once.
     pub async fn start_with(target: &Target, opts: SamplerOptions) -> Result<Sampler> {
         let client = target.connect("dbio-sampler").await?;

@@ -20,13 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{PgError, Result};
 
-/// The folder `dbio scratch` uses when given no `--dir`; a cluster running there is the target
-/// of every command given none (relative to the working directory, like `.git`).
-pub const DEFAULT_DIR: &str = ".dbio/scratch";
-/// The setting `--direct-io` sets: data files are read and written with O_DIRECT, so a read
-/// that misses shared_buffers is a device read (PostgreSQL 16+, "Developer Options":
-/// <https://www.postgresql.org/docs/16/runtime-config-developer.html>).
-pub const DIRECT_IO: (&str, &str) = ("debug_io_direct", "data");
 /// The first major with debug_io_direct (commit 319bae9a, PostgreSQL 16).
 const DIRECT_IO_MIN_MAJOR: u32 = 16;
 /// statfs(2) f_type of tmpfs (linux/magic.h TMPFS_MAGIC): no O_DIRECT there.
@@ -60,6 +53,11 @@ pub struct ScratchOptions {
 }
 
 impl ScratchOptions {
+    /// The setting `--direct-io` sets: data files are read and written with O_DIRECT, so a
+    /// read that misses shared_buffers is a device read (PostgreSQL 16+, "Developer Options":
+    /// <https://www.postgresql.org/docs/16/runtime-config-developer.html>).
+    pub const DIRECT_IO: (&str, &str) = ("debug_io_direct", "data");
+
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         ScratchOptions {
             dir: dir.into(),
@@ -102,6 +100,10 @@ pub struct ScratchCluster {
 }
 
 impl ScratchCluster {
+    /// The folder `dbio scratch` uses when given no `--dir`; a cluster running there is the
+    /// target of every command given none (relative to the working directory, like `.git`).
+    pub const DEFAULT_DIR: &str = ".dbio/scratch";
+
     /// Connection string for the cluster's `postgres` database as its superuser. Without the
     /// password: supply it through PGPASSWORD or ~/.pgpass when the cluster was made with one.
     pub fn dsn(&self) -> String {
@@ -137,9 +139,9 @@ impl ScratchCluster {
 }
 
 fn has_direct_io(settings: &[(String, String)]) -> bool {
-    settings
-        .iter()
-        .any(|(k, v)| k == DIRECT_IO.0 && v.trim_matches('\'') == DIRECT_IO.1)
+    settings.iter().any(|(k, v)| {
+        k == ScratchOptions::DIRECT_IO.0 && v.trim_matches('\'') == ScratchOptions::DIRECT_IO.1
+    })
 }
 
 /// Is `path` on a tmpfs (where O_DIRECT fails with EINVAL)? False when it cannot be told.
@@ -573,122 +575,124 @@ fn is_running(bin: &PgBin, data_dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Starts the cluster in `opts.dir`, creating it with initdb when the folder holds none. A
-/// cluster already running there is returned as it is. A folder that holds files and is not a
-/// dbio scratch folder is refused before anything in it is touched.
-pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
-    let dir = absolute(&opts.dir)?;
-    let data_dir = dir.join("data");
-    // A foreign folder is refused before anything in it is read further or written.
-    let kind = inspect_dir(&dir)?;
-    let previous = read_state(&dir)?;
-    let mut bin = match (&opts.pg_bin, &previous) {
-        (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
-        _ => find_pg_bin(opts.pg_bin.as_deref())?,
-    };
-    if has_direct_io(&opts.settings)
-        && bin.major < DIRECT_IO_MIN_MAJOR
-        && opts.pg_bin.is_none()
-        && !data_dir.join("PG_VERSION").is_file()
-        && let Some(newer) = npm_pg_bin_16_plus()
-    {
-        // A new cluster asked for direct I/O and the system's server is too old: use the
-        // PostgreSQL 16+ that scripts/quickstart.sh installs from npm, when it is there.
-        bin = newer;
-    }
-    if has_direct_io(&opts.settings) {
-        check_direct_io(&bin, &dir)?;
-    }
-    if let Some(prev) = &previous
-        && data_dir.join("PG_VERSION").is_file()
-        && is_running(&prev.bin, &data_dir)
-    {
-        // A start that asks for settings the running server lacks must not pass silently:
-        // a --direct-io quickstart on a buffered server would chart the page cache.
-        let missing: Vec<String> = opts
-            .settings
-            .iter()
-            .filter(|s| !prev.settings.contains(s))
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if !missing.is_empty() {
-            return Err(PgError::scratch_usage(format!(
-                "the scratch cluster in {} is already running without {}; stop it (dbio scratch stop --dir {}) and start it again with these settings",
-                dir.display(),
-                missing.join(", "),
-                opts.dir.display()
+impl ScratchCluster {
+    /// Starts the cluster in `opts.dir`, creating it with initdb when the folder holds none. A
+    /// cluster already running there is returned as it is. A folder that holds files and is not a
+    /// dbio scratch folder is refused before anything in it is touched.
+    pub fn start(opts: &ScratchOptions) -> Result<ScratchCluster> {
+        let dir = absolute(&opts.dir)?;
+        let data_dir = dir.join("data");
+        // A foreign folder is refused before anything in it is read further or written.
+        let kind = inspect_dir(&dir)?;
+        let previous = read_state(&dir)?;
+        let mut bin = match (&opts.pg_bin, &previous) {
+            (None, Some(prev)) if prev.bin.dir.join("pg_ctl").is_file() => prev.bin.clone(),
+            _ => find_pg_bin(opts.pg_bin.as_deref())?,
+        };
+        if has_direct_io(&opts.settings)
+            && bin.major < DIRECT_IO_MIN_MAJOR
+            && opts.pg_bin.is_none()
+            && !data_dir.join("PG_VERSION").is_file()
+            && let Some(newer) = npm_pg_bin_16_plus()
+        {
+            // A new cluster asked for direct I/O and the system's server is too old: use the
+            // PostgreSQL 16+ that scripts/quickstart.sh installs from npm, when it is there.
+            bin = newer;
+        }
+        if has_direct_io(&opts.settings) {
+            check_direct_io(&bin, &dir)?;
+        }
+        if let Some(prev) = &previous
+            && data_dir.join("PG_VERSION").is_file()
+            && is_running(&prev.bin, &data_dir)
+        {
+            // A start that asks for settings the running server lacks must not pass silently:
+            // a --direct-io quickstart on a buffered server would chart the page cache.
+            let missing: Vec<String> = opts
+                .settings
+                .iter()
+                .filter(|s| !prev.settings.contains(s))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            if !missing.is_empty() {
+                return Err(PgError::scratch_usage(format!(
+                    "the scratch cluster in {} is already running without {}; stop it (dbio scratch stop --dir {}) and start it again with these settings",
+                    dir.display(),
+                    missing.join(", "),
+                    opts.dir.display()
+                )));
+            }
+            return Ok(ScratchCluster {
+                dir,
+                state: prev.clone(),
+            });
+        }
+        claim_dir(&dir, kind)?;
+
+        if !data_dir.join("PG_VERSION").is_file() {
+            initdb(&bin, &dir, &data_dir, opts.password.as_deref())?;
+        } else {
+            let existing = std::fs::read_to_string(data_dir.join("PG_VERSION")).unwrap_or_default();
+            if existing.trim() != bin.major.to_string() {
+                return Err(PgError::scratch_usage(format!(
+                    "{} holds a PostgreSQL {} cluster but the binaries found are version {}; use --pg-bin for version {}, or remove {}",
+                    data_dir.display(),
+                    existing.trim(),
+                    bin.major,
+                    existing.trim(),
+                    dir.display()
+                )));
+            }
+        }
+
+        let port = match opts.port {
+            Some(p) if !port_is_free(p) => {
+                return Err(PgError::scratch_usage(format!(
+                    "port {p} is in use on 127.0.0.1; choose another --port or leave it out to use a free one"
+                )));
+            }
+            Some(p) => p,
+            None => free_port()?,
+        };
+        write_settings(&data_dir, port, opts)?;
+
+        let log = dir.join("server.log");
+        let data = data_dir.display().to_string();
+        let log_s = log.display().to_string();
+        let started = run(
+            &mut server_command(
+                &bin.dir.join("pg_ctl"),
+                &["start", "-w", "-t", "120", "-D", &data, "-l", &log_s],
+            ),
+            "pg_ctl start",
+        );
+        if let Err(e) = started {
+            let tail = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ");
+            return Err(PgError::scratch_failed(format!(
+                "{e}; server log {}: {tail}",
+                log.display()
             )));
         }
-        return Ok(ScratchCluster {
-            dir,
-            state: prev.clone(),
-        });
+        let state = ScratchState {
+            port,
+            bin,
+            data_dir,
+            shared_buffers_bytes: opts.shared_buffers_bytes,
+            password_auth: opts.password.is_some(),
+            settings: opts.settings.clone(),
+        };
+        write_state(&dir, &state)?;
+        Ok(ScratchCluster { dir, state })
     }
-    claim_dir(&dir, kind)?;
-
-    if !data_dir.join("PG_VERSION").is_file() {
-        initdb(&bin, &dir, &data_dir, opts.password.as_deref())?;
-    } else {
-        let existing = std::fs::read_to_string(data_dir.join("PG_VERSION")).unwrap_or_default();
-        if existing.trim() != bin.major.to_string() {
-            return Err(PgError::scratch_usage(format!(
-                "{} holds a PostgreSQL {} cluster but the binaries found are version {}; use --pg-bin for version {}, or remove {}",
-                data_dir.display(),
-                existing.trim(),
-                bin.major,
-                existing.trim(),
-                dir.display()
-            )));
-        }
-    }
-
-    let port = match opts.port {
-        Some(p) if !port_is_free(p) => {
-            return Err(PgError::scratch_usage(format!(
-                "port {p} is in use on 127.0.0.1; choose another --port or leave it out to use a free one"
-            )));
-        }
-        Some(p) => p,
-        None => free_port()?,
-    };
-    write_settings(&data_dir, port, opts)?;
-
-    let log = dir.join("server.log");
-    let data = data_dir.display().to_string();
-    let log_s = log.display().to_string();
-    let started = run(
-        &mut server_command(
-            &bin.dir.join("pg_ctl"),
-            &["start", "-w", "-t", "120", "-D", &data, "-l", &log_s],
-        ),
-        "pg_ctl start",
-    );
-    if let Err(e) = started {
-        let tail = std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join(" | ");
-        return Err(PgError::scratch_failed(format!(
-            "{e}; server log {}: {tail}",
-            log.display()
-        )));
-    }
-    let state = ScratchState {
-        port,
-        bin,
-        data_dir,
-        shared_buffers_bytes: opts.shared_buffers_bytes,
-        password_auth: opts.password.is_some(),
-        settings: opts.settings.clone(),
-    };
-    write_state(&dir, &state)?;
-    Ok(ScratchCluster { dir, state })
 }
 
 fn initdb(bin: &PgBin, dir: &Path, data_dir: &Path, password: Option<&str>) -> Result<()> {
@@ -766,84 +770,86 @@ fn write_settings(data_dir: &Path, port: u16, opts: &ScratchOptions) -> Result<(
     write_server_file(&data_dir.join(SETTINGS_FILE), &text, 0o600)
 }
 
-/// The cluster in `dir` and whether its server runs.
-pub fn status(dir: &Path) -> Result<(ScratchCluster, bool)> {
-    let dir = absolute(dir)?;
-    let state = read_state(&dir)?.ok_or_else(|| {
-        PgError::scratch_usage(format!(
-            "no scratch cluster in {}; start one with `dbio scratch start --dir {}`",
-            dir.display(),
-            dir.display()
-        ))
-    })?;
-    let running = is_running(&state.bin, &state.data_dir);
-    Ok((ScratchCluster { dir, state }, running))
-}
+impl ScratchCluster {
+    /// The cluster in `dir` and whether its server runs.
+    pub fn status(dir: &Path) -> Result<(ScratchCluster, bool)> {
+        let dir = absolute(dir)?;
+        let state = read_state(&dir)?.ok_or_else(|| {
+            PgError::scratch_usage(format!(
+                "no scratch cluster in {}; start one with `dbio scratch start --dir {}`",
+                dir.display(),
+                dir.display()
+            ))
+        })?;
+        let running = is_running(&state.bin, &state.data_dir);
+        Ok((ScratchCluster { dir, state }, running))
+    }
 
-/// Stops the server cleanly (fast shutdown: sessions are disconnected, a checkpoint is
-/// written). Stopping a cluster that is not running is not an error.
-pub fn stop(dir: &Path) -> Result<ScratchCluster> {
-    let (cluster, running) = status(dir)?;
-    if running {
-        let data = cluster.state.data_dir.display().to_string();
+    /// Stops the server cleanly (fast shutdown: sessions are disconnected, a checkpoint is
+    /// written). Stopping a cluster that is not running is not an error.
+    pub fn stop(dir: &Path) -> Result<ScratchCluster> {
+        let (cluster, running) = ScratchCluster::status(dir)?;
+        if running {
+            let data = cluster.state.data_dir.display().to_string();
+            run(
+                &mut server_command(
+                    &cluster.state.bin.dir.join("pg_ctl"),
+                    &["stop", "-w", "-t", "60", "-m", "fast", "-D", &data],
+                ),
+                "pg_ctl stop",
+            )?;
+        }
+        Ok(cluster)
+    }
+
+    /// Stops the server and deletes the folder (tests, quickstart clean-up); a folder that holds
+    /// files and is not a dbio scratch folder is refused.
+    pub fn destroy(dir: &Path) -> Result<()> {
+        let abs = absolute(dir)?;
+        if inspect_dir(&abs)? == DirKind::Missing {
+            return Ok(());
+        }
+        if read_state(&abs)?.is_some() {
+            ScratchCluster::stop(dir)?;
+        }
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(PgError::Io {
+                path: dir.to_path_buf(),
+                source: e,
+            }),
+        }
+    }
+
+    /// Immediate shutdown (for fault tests: the server stops without a checkpoint).
+    pub fn kill_immediate(&self) -> Result<()> {
+        let data = self.state.data_dir.display().to_string();
         run(
             &mut server_command(
-                &cluster.state.bin.dir.join("pg_ctl"),
-                &["stop", "-w", "-t", "60", "-m", "fast", "-D", &data],
+                &self.state.bin.dir.join("pg_ctl"),
+                &["stop", "-w", "-m", "immediate", "-D", &data],
             ),
-            "pg_ctl stop",
+            "pg_ctl stop -m immediate",
         )?;
+        Ok(())
     }
-    Ok(cluster)
-}
 
-/// Stops the server and deletes the folder (tests, quickstart clean-up); a folder that holds
-/// files and is not a dbio scratch folder is refused.
-pub fn destroy(dir: &Path) -> Result<()> {
-    let abs = absolute(dir)?;
-    if inspect_dir(&abs)? == DirKind::Missing {
-        return Ok(());
+    /// Restarts the server (fast shutdown: sessions are disconnected), same port and settings.
+    pub fn restart(&self) -> Result<()> {
+        let data = self.state.data_dir.display().to_string();
+        let log = self.log_file().display().to_string();
+        run(
+            &mut server_command(
+                &self.state.bin.dir.join("pg_ctl"),
+                &[
+                    "restart", "-w", "-t", "60", "-m", "fast", "-D", &data, "-l", &log,
+                ],
+            ),
+            "pg_ctl restart",
+        )?;
+        Ok(())
     }
-    if read_state(&abs)?.is_some() {
-        stop(dir)?;
-    }
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(PgError::Io {
-            path: dir.to_path_buf(),
-            source: e,
-        }),
-    }
-}
-
-/// Immediate shutdown (for fault tests: the server stops without a checkpoint).
-pub fn kill_immediate(cluster: &ScratchCluster) -> Result<()> {
-    let data = cluster.state.data_dir.display().to_string();
-    run(
-        &mut server_command(
-            &cluster.state.bin.dir.join("pg_ctl"),
-            &["stop", "-w", "-m", "immediate", "-D", &data],
-        ),
-        "pg_ctl stop -m immediate",
-    )?;
-    Ok(())
-}
-
-/// Restarts the server (fast shutdown: sessions are disconnected), same port and settings.
-pub fn restart(cluster: &ScratchCluster) -> Result<()> {
-    let data = cluster.state.data_dir.display().to_string();
-    let log = cluster.log_file().display().to_string();
-    run(
-        &mut server_command(
-            &cluster.state.bin.dir.join("pg_ctl"),
-            &[
-                "restart", "-w", "-t", "60", "-m", "fast", "-D", &data, "-l", &log,
-            ],
-        ),
-        "pg_ctl restart",
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -881,7 +887,7 @@ mod tests {
             std::fs::read_to_string(d.join("notes.txt")).unwrap(),
             "mine"
         );
-        let e = destroy(&{
+        let e = ScratchCluster::destroy(&{
             let other = d.join("other");
             std::fs::create_dir(&other).unwrap();
             std::fs::write(other.join("keep"), "x").unwrap();
@@ -920,7 +926,7 @@ mod tests {
     #[test]
     fn status_of_an_empty_folder_says_how_to_start() {
         let dir = tempfile::tempdir().unwrap();
-        let e = status(dir.path()).unwrap_err();
+        let e = ScratchCluster::status(dir.path()).unwrap_err();
         assert!(e.to_string().contains("dbio scratch start"), "{e}");
     }
 }

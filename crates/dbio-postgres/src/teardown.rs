@@ -88,7 +88,7 @@ pub struct TeardownOutcome {
 }
 
 /// The data set of `prefix` on the target database.
-pub async fn plan(target: &Target, prefix: &str) -> Result<TeardownPlan> {
+pub async fn teardown_plan(target: &Target, prefix: &str) -> Result<TeardownPlan> {
     let client = target.connect("dbio-teardown").await?;
     list(&client, prefix).await
 }

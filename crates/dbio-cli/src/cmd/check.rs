@@ -1,7 +1,5 @@
 //! `dbio check`: verify the data set.
 
-use dbio_postgres::check;
-
 use super::db::Db;
 use super::discover::{data_ask, discover};
 use super::load_config;
@@ -25,12 +23,4 @@ pub(super) async fn check_cmd(
     let report = db.check(&config).await?;
     out!("{}", report.render_text());
     Ok(if report.ok() { 0 } else { 1 })
-}
-
-/// How a run of `config` reads, for check to verify the same plan.
-pub(super) fn read_shape(config: &dbio_core::Config) -> check::ReadShape {
-    check::ReadShape {
-        path: config.run.read_path,
-        work_unit: config.run.work_unit,
-    }
 }

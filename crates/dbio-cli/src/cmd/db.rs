@@ -9,8 +9,7 @@ use dbio_core::dataset::CheckReport;
 use dbio_core::discover::FoundDataSet;
 use dbio_core::result::RunResult;
 use dbio_oracle::ConnectString;
-use dbio_postgres::Target;
-use dbio_postgres::backend::PgBackend;
+use dbio_postgres::{PgBackend, Target};
 
 use crate::Failure;
 use crate::args::CommonArgs;

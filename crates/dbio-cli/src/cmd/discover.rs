@@ -5,8 +5,7 @@ use dbio_core::Config;
 use dbio_core::backend::DataSet;
 use dbio_core::discover::{self, DataSetAsk};
 use dbio_core::units::SizeSpec;
-use dbio_postgres::Target;
-use dbio_postgres::backend::PgBackend;
+use dbio_postgres::{PgBackend, Target};
 
 use super::interruptible;
 use crate::Failure;

@@ -199,7 +199,7 @@ pub(super) async fn pg_data_set(
     config: &Config,
     target: &Target,
 ) -> Result<dbio_core::dataset::DataSetPlan, dbio_core::backend::BackendError> {
-    let mut backend = dbio_postgres::backend::PgBackend::new(target.clone());
+    let mut backend = dbio_postgres::PgBackend::new(target.clone());
     dbio_core::backend::data_set_plan(&mut backend, config).await
 }
 

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use dbio_postgres::scratch::{self, ScratchOptions};
+use dbio_postgres::{ScratchCluster, ScratchOptions};
 
 use super::DEFAULT_BLOCK_SIZE;
 use crate::Failure;
@@ -70,7 +70,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Server::Scratch(dir, _) = self
-            && let Err(e) = scratch::stop(dir)
+            && let Err(e) = ScratchCluster::stop(dir)
         {
             errln!(
                 "dbio: warning: the nightly's scratch cluster in {} did not stop: {e}",
@@ -102,7 +102,7 @@ pub(super) async fn nightly_cmd(a: NightlyArgs, quiet: bool) -> Result<u8, Failu
         if !quiet {
             errln!("nightly: starting a scratch cluster in {}", dir.display());
         }
-        let cluster = scratch::start(&ScratchOptions {
+        let cluster = ScratchCluster::start(&ScratchOptions {
             dir: dir.clone(),
             port: None,
             shared_buffers_bytes: config.container.shared_buffers.to_bytes(DEFAULT_BLOCK_SIZE),

@@ -5,16 +5,14 @@ use std::path::Path;
 use dbio_core::Config;
 use dbio_core::driver::RunStatus;
 use dbio_core::units::SizeSpec;
-use dbio_postgres::loader::SetupOptions;
-use dbio_postgres::scratch;
-use dbio_postgres::{Target, check};
+use dbio_postgres::{PgBackend, ScratchCluster, SetupOptions, Target};
 
 use super::db::Db;
 use super::output::STDERR;
 use super::run::run_benchmark;
 use super::scratch::{describe, scratch_options};
 use super::setup::setup;
-use super::{RunOutput, exit_code, interruptible, pg_data_set};
+use super::{RunOutput, exit_code, interruptible};
 use crate::Failure;
 use crate::args::{Format, ScratchArgs};
 
@@ -59,7 +57,7 @@ pub(super) async fn quickstart(
         "quickstart: starting a scratch PostgreSQL in {}",
         scratch_args.dir.display()
     );
-    let cluster = scratch::start(&scratch_options(scratch_args)?)?;
+    let cluster = ScratchCluster::start(&scratch_options(scratch_args)?)?;
     errln!("{}", describe(&cluster));
     if !cluster.direct_io() && !quiet {
         errln!(
@@ -69,7 +67,7 @@ pub(super) async fn quickstart(
     let target = Target::from_dsn(&cluster.dsn())?;
     let result = quickstart_work(&config, &target, quiet).await;
     if !keep {
-        scratch::stop(&cluster.dir)?;
+        ScratchCluster::stop(&cluster.dir)?;
         errln!(
             "quickstart: scratch server stopped; its files stay in {} (restart: dbio scratch start --dir {}; remove: rm -rf {})",
             cluster.dir.display(),
@@ -97,12 +95,7 @@ async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Resul
     let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
     outln!("== data set ==");
     out!("{}", summary.render_text());
-    let plan = interruptible(pg_data_set(config, target), "check").await?;
-    let report = interruptible(
-        check::check(target, &plan, super::check::read_shape(config)),
-        "check",
-    )
-    .await?;
+    let report = super::db::check(&mut PgBackend::new(target.clone()), config).await?;
     outln!("== check ==");
     out!("{}", report.render_text());
     if !report.ok() {

@@ -1,7 +1,7 @@
 //! `dbio scratch`: a throwaway local PostgreSQL cluster.
 
 use dbio_core::units::format_bytes;
-use dbio_postgres::scratch::{self, ScratchCluster, ScratchOptions};
+use dbio_postgres::{ScratchCluster, ScratchOptions};
 
 use super::DEFAULT_BLOCK_SIZE;
 use crate::Failure;
@@ -36,7 +36,7 @@ pub(super) fn scratch_options(a: &ScratchArgs) -> Result<ScratchOptions, Failure
         settings.push((k.to_string(), value));
     }
     if a.direct_io {
-        let (k, v) = scratch::DIRECT_IO;
+        let (k, v) = ScratchOptions::DIRECT_IO;
         settings.retain(|(name, _)| name != k);
         settings.push((k.to_string(), v.to_string()));
     }
@@ -70,7 +70,7 @@ pub(super) fn describe(c: &ScratchCluster) -> String {
 pub(super) fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
     match action {
         ScratchAction::Start { scratch: a } => {
-            let c = scratch::start(&scratch_options(&a)?)?;
+            let c = ScratchCluster::start(&scratch_options(&a)?)?;
             outln!("scratch cluster running: {}", describe(&c));
             outln!("stop it with: dbio scratch stop --dir {}", a.dir.display());
             outln!(
@@ -81,12 +81,12 @@ pub(super) fn scratch_cmd(action: ScratchAction) -> Result<u8, Failure> {
         }
         ScratchAction::Env { dir } => crate::scratch_target::env_cmd(&dir),
         ScratchAction::Stop { dir } => {
-            let c = scratch::stop(&dir)?;
+            let c = ScratchCluster::stop(&dir)?;
             outln!("scratch cluster in {} stopped", c.dir.display());
             Ok(0)
         }
         ScratchAction::Status { dir, dsn_only } => {
-            let (c, running) = scratch::status(&dir)?;
+            let (c, running) = ScratchCluster::status(&dir)?;
             if dsn_only {
                 if running {
                     outln!("{}", c.dsn());

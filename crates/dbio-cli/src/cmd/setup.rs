@@ -5,8 +5,7 @@ use std::sync::Arc;
 use dbio_core::Config;
 use dbio_core::config::Database;
 use dbio_core::dataset::{LoadObserver, LoadSummary, NoProgress};
-use dbio_postgres::Target;
-use dbio_postgres::loader::{self, SetupOptions};
+use dbio_postgres::{SetupOptions, Target};
 
 use super::teardown::refuse_drop_dependents_on_oracle;
 use super::{interruptible, load_config, pg_data_set, resolve};
@@ -67,5 +66,5 @@ pub(super) async fn setup(
                 .unwrap_or_default()
         );
     }
-    Ok(loader::setup(target, &plan, opts, observer).await?)
+    Ok(dbio_postgres::setup(target, &plan, opts, observer).await?)
 }

@@ -2,7 +2,7 @@
 
 use dbio_core::Config;
 use dbio_core::config::Database;
-use dbio_postgres::{Target, teardown};
+use dbio_postgres::{Target, teardown, teardown_plan};
 
 use super::{load_config, resolve};
 use crate::Failure;
@@ -36,7 +36,7 @@ async fn teardown_target(
 ) -> Result<u8, Failure> {
     let prefix = &config.data.prefix;
     if !yes {
-        let plan = teardown::plan(target, prefix).await?;
+        let plan = teardown_plan(target, prefix).await?;
         if plan.is_empty() {
             outln!("nothing to drop: no dbio data set of prefix `{prefix}` in {target}");
             if let Some(note) = super::discover::others_on(target, prefix).await {
@@ -83,7 +83,7 @@ async fn teardown_target(
         outln!("rerun with --yes to drop them");
         return Ok(1);
     }
-    let outcome = teardown::teardown(target, prefix, drop_dependents).await?;
+    let outcome = teardown(target, prefix, drop_dependents).await?;
     for s in &outcome.dropped {
         outln!("dropped schema {s}");
     }

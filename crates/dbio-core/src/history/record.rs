@@ -141,8 +141,8 @@ impl StepFigures {
     /// (result.json host.physical_read_ratio) where the document has it.
     fn of(s: &StepSummary, host_ratio: Option<f64>) -> StepFigures {
         let mean = |v: &Option<crate::summary::Stat>| v.as_ref().map(|s| s.mean);
-        // The same evidence as the run's warnings (stats::dbstats::cache_warnings and
-        // host_cache_warnings): a ratio under 0.5, or the warning itself in a ramp step.
+        // The same evidence as the run's warnings (the PostgreSQL collector's cache_warnings
+        // and stats::dbstats::host_cache_warnings): a ratio under 0.5, or the warning itself in a ramp step.
         let ratios = [s.physical_read_ratio, host_ratio];
         let warned = s
             .warnings

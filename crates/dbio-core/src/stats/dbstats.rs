@@ -597,54 +597,6 @@ pub fn host_cache_warnings(db: &DbMetrics, host: Option<&HostMetrics>) -> Vec<St
     )]
 }
 
-/// Warnings about reads that did not come from storage: served by the OS page cache (device
-/// reads well below database reads) or by shared_buffers (almost no database reads).
-pub fn cache_warnings(db: &DbMetrics, device: Option<&DeviceMetrics>) -> Vec<String> {
-    let mut w = Vec::new();
-    if let Some(ratio) = device.and_then(|d| d.physical_read_ratio)
-        && ratio > MAX_PHYSICAL_RATIO
-    {
-        w.push(format!(
-            "the device served {:.2} reads per database read: it read more than this run asked for. \
-             Read-ahead (the kernel's, or PostgreSQL's read streams and prefetch) and other work on the \
-             same device (other databases, backups, other servers sharing it) both do this; the device \
-             figures then are not this run's alone",
-            ratio
-        ));
-    }
-    if let Some(ratio) = device.and_then(|d| d.physical_read_ratio)
-        && ratio < MIN_PHYSICAL_RATIO
-    {
-        let dev = device.map(|d| d.reads_per_s).unwrap_or(0.0);
-        let advice = if device.is_some_and(|d| d.cache_control == CacheControl::DroppedPageCache) {
-            "The page cache was dropped before the window, but the data set was read back into it \
-             during the run: make it larger than RAM, or on PostgreSQL 16+ start the server with \
-             debug_io_direct=data"
-        } else {
-            "Use --drop-caches (root, server on this host), a data set larger than RAM, or on \
-             PostgreSQL 16+ a server started with debug_io_direct=data"
-        };
-        w.push(format!(
-            "only {:.0}% of the database's reads reached the device ({:.0} database reads/s, {:.0} device reads/s): \
-             the OS page cache served the rest, so read IOPS and latency describe memory, not storage. {advice}",
-            100.0 * ratio,
-            db.read_iops,
-            dev
-        ));
-    }
-    if let Some(hit) = db.buffer_hit_ratio
-        && hit >= 0.99
-    {
-        w.push(format!(
-            "the run was served from shared_buffers ({:.1}% buffer hits, {:.0} reads/s): the data set, or its \
-             hot part, fits in the buffer cache; raise data.scale or data.schemas, or lower shared_buffers",
-            100.0 * hit,
-            db.read_iops
-        ));
-    }
-    w
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,34 +623,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn page_cache_and_buffer_cache_runs_are_flagged() {
-        let db = DbMetrics {
-            read_iops: 1000.0,
-            buffer_hit_ratio: Some(0.5),
-            ..DbMetrics::default()
-        };
-        let w = cache_warnings(&db, Some(&device(Some(0.1))));
-        assert_eq!(w.len(), 1);
-        assert!(w[0].contains("only 10%") && w[0].contains("page cache"));
-        assert!(cache_warnings(&db, Some(&device(Some(0.95)))).is_empty());
-        assert!(cache_warnings(&db, Some(&device(Some(1.05)))).is_empty());
-        let more = cache_warnings(&db, Some(&device(Some(1.8))));
-        assert_eq!(more.len(), 1);
-        assert!(
-            more[0].contains("1.80 reads per database read") && more[0].contains("Read-ahead"),
-            "{more:?}"
-        );
-        let cached = DbMetrics {
-            read_iops: 1.0,
-            buffer_hit_ratio: Some(0.999),
-            ..DbMetrics::default()
-        };
-        assert!(cache_warnings(&cached, None)[0].contains("shared_buffers"));
-    }
-
-    // Seen: a calibration of another device, block size and write mix set beside the run's
-    // device without a word.
     #[test]
     fn a_calibration_of_another_device_or_io_is_named() {
         let c = CalibrationCompare {

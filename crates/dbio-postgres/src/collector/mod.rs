@@ -12,7 +12,5 @@ mod queries;
 mod snapshot;
 mod window;
 
-pub use metrics::{IoTiming, metrics, warnings};
-pub use queries::{pgss_query, snapshot_queries};
-pub use snapshot::{Snapshot, pgss_available, take_snapshot};
+pub use metrics::IoTiming;
 pub use window::{Collected, CollectorOptions, Scope, WindowCollector};

@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use dbio_core::limits::{AioSamples, Limits, OutstandingIo};
 use dbio_core::stats::dbstats::{
-    CacheControl, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile, cache_warnings,
+    CacheControl, DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile,
     host_cache_warnings,
 };
 use dbio_core::stats::device::{self, Device, DiskCounters};
 use tokio_postgres::Client;
 
-use super::metrics::{IoTiming, metrics, warnings};
+use super::metrics::{IoTiming, cache_warnings, metrics, warnings};
 use super::snapshot::{Snapshot, pgss_available, take_snapshot};
 use crate::caps::{CapCounters, CapsProbe};
 use crate::conn::Target;
