@@ -577,16 +577,27 @@ mod tests {
         assert_eq!(out.histograms[0].len(), counted);
     }
 
-    /// A session whose service time grows with every operation (a device slowing down).
+    /// A session whose service time grows with the time since it started (a device slowing
+    /// down): 1 ms at the start and 5 ms more every second. It grows with time, not with
+    /// each operation, so that on a loaded host, where every sleep oversleeps by several
+    /// milliseconds and fewer operations run, the drift stays as large (5 ms a second beside
+    /// 10 ms of oversleep is still a 25%-a-second slope; per-operation growth was not).
     struct SlowingSession {
-        service: Duration,
-        growth: Duration,
+        started: Instant,
+    }
+
+    impl SlowingSession {
+        fn new() -> SlowingSession {
+            SlowingSession {
+                started: Instant::now(),
+            }
+        }
     }
 
     impl Session for SlowingSession {
         fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
-            std::thread::sleep(self.service);
-            self.service += self.growth;
+            let grown = Duration::from_secs_f64(0.005 * self.started.elapsed().as_secs_f64());
+            std::thread::sleep(Duration::from_millis(1) + grown);
             Ok((hi - lo + 1) as u64)
         }
         fn update(&mut self, lo: i64, hi: i64, _: &str) -> Result<u64, OpError> {
@@ -640,21 +651,13 @@ mod tests {
             s.mean.is_some_and(|m| (2000.0..20_000.0).contains(&m)),
             "{s:?}"
         );
-        // A service time growing 50 µs per operation is not.
+        // A service time growing 5 ms a second is not.
         let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
         c.steady = Some(rule("lat_slope<=5%:1s"));
         c.steady_max = Duration::from_millis(2500);
         let sessions = session_specs(2, 0, &["s1".into()], false)
             .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    SlowingSession {
-                        service: Duration::from_millis(1),
-                        growth: Duration::from_micros(50),
-                    },
-                )
-            })
+            .map(|s| (s, SlowingSession::new()))
             .collect();
         let out = drive(sessions, &c, Interrupts::never(), |_| {}, ok).await;
         let s = out.steady.expect("the wait is recorded");
@@ -666,19 +669,11 @@ mod tests {
         let mut c = cfg(WindowSpec::Time(Duration::from_millis(200)), 0);
         c.steady = Some(rule("iops_slope<=5%:1s"));
         c.steady_max = Duration::from_millis(2500);
-        // Each operation 50 µs slower than the last: from 1 ms to several within the cap,
-        // the rate falling all along.
+        // Service 5 ms a second slower: from 1 ms to over 13 ms within the cap, the rate
+        // falling all along.
         let sessions = session_specs(2, 0, &["s1".into()], false)
             .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    SlowingSession {
-                        service: Duration::from_millis(1),
-                        growth: Duration::from_micros(50),
-                    },
-                )
-            })
+            .map(|s| (s, SlowingSession::new()))
             .collect();
         let out = drive(sessions, &c, Interrupts::never(), |_| {}, ok).await;
         assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
