@@ -49,7 +49,9 @@ pub struct Dbio {
 }
 
 impl Dbio {
-    /// `dbio <subcommand>`: `"history list"` is two words; `""` is none (for `--version`).
+    /// `dbio <subcommand>`, its words split on whitespace: `"history list"` is two. Positional
+    /// values (a series, a run id, a file) go in `.arg`, so `--dsn` added by
+    /// `TestCluster::dbio` lands after the subcommand, not among them.
     pub fn new(subcommand: &str) -> Dbio {
         Dbio {
             args: subcommand.split_whitespace().map(OsString::from).collect(),
@@ -174,10 +176,5 @@ impl Dbio {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("dbio {:?} did not start: {e}", self.args))
-    }
-
-    /// The arguments so far, for a test's own messages.
-    pub fn argv(&self) -> &[OsString] {
-        &self.args
     }
 }

@@ -1,6 +1,6 @@
 //! Helpers for dbio's end-to-end tests: a real scratch PostgreSQL per test (through the same
 //! manager `dbio scratch` uses), a client to read the server's own state, and the real `dbio`
-//! binary to drive.
+//! binary to drive, through [`Dbio`] (`pg.dbio("run").schemas(2).output()`).
 
 mod command;
 pub mod containers;
@@ -146,23 +146,6 @@ pub fn dbio_bin() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-/// `dbio args...` as a `Command`, with the environment and signals of [`Dbio::command`].
-pub fn dbio_command() -> Command {
-    Dbio::new("").command()
-}
-
-/// Runs `dbio args...` with a clean PG* environment (see [`Dbio`]) and returns its output.
-pub fn dbio(args: &[&str]) -> Output {
-    Dbio::new("").args(args).output()
-}
-
-/// [`dbio`] with variables set in the child's environment.
-pub fn dbio_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    env.iter()
-        .fold(Dbio::new("").args(args), |cmd, (k, v)| cmd.env(k, v))
-        .output()
 }
 
 pub fn stdout(o: &Output) -> String {
