@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, require_root, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, require_root, stderr, stdout};
 
 fn error_line(o: &std::process::Output) -> String {
     stderr(o)
@@ -22,7 +22,7 @@ fn unreachable_host_is_exit_2_naming_the_target() {
         .unwrap()
         .port();
     let dsn = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
-    let out = dbio(&["setup", "--dsn", &dsn, "--scale", "100blocks"]);
+    let out = Dbio::new("setup").dsn(&dsn).scale("100blocks").output();
     assert_exit(&out, 2);
     let line = error_line(&out);
     assert!(
@@ -38,7 +38,7 @@ async fn wrong_password_and_missing_database_are_exit_2() {
     let port = pg.cluster.state.port;
     let dsn =
         format!("host=127.0.0.1 port={port} user=postgres dbname=postgres password=Wr0ng-Pass-9");
-    let out = dbio(&["check", "--dsn", &dsn]);
+    let out = Dbio::new("check").dsn(&dsn).output();
     assert_exit(&out, 2);
     let line = error_line(&out);
     assert!(line.contains("password authentication failed"), "{line}");
@@ -50,7 +50,10 @@ async fn wrong_password_and_missing_database_are_exit_2() {
 
     // The right password through PGPASSWORD, a database that does not exist.
     let dsn = format!("host=127.0.0.1 port={port} user=postgres dbname=nosuchdb");
-    let out = dbio_tests::dbio_env(&["check", "--dsn", &dsn], &[("PGPASSWORD", "Right-Pass-1")]);
+    let out = Dbio::new("check")
+        .dsn(&dsn)
+        .env("PGPASSWORD", "Right-Pass-1")
+        .output();
     assert_exit(&out, 2);
     let line = error_line(&out);
     assert!(
@@ -71,16 +74,12 @@ async fn role_without_create_privilege_is_told_what_to_grant() {
         "host=127.0.0.1 port={} user=weak dbname=postgres",
         pg.cluster.state.port
     );
-    let out = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "100blocks",
-        "-q",
-    ]);
+    let out = Dbio::new("setup")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("100blocks")
+        .quiet()
+        .output();
     assert_exit(&out, 2);
     let line = error_line(&out);
     assert!(
@@ -142,28 +141,17 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
     ))
     .await
     .unwrap();
-    let dsn = pg.dsn();
-    let setup_args = |scale: &'static str, force: bool| {
-        let mut a = vec![
-            "setup".to_string(),
-            "--dsn".into(),
-            dsn.clone(),
-            "--schemas".into(),
-            "1".into(),
-            "--scale".into(),
-            scale.into(),
-            "--tablespace".into(),
-            "small".into(),
-            "-q".into(),
-        ];
-        if force {
-            a.push("--force".into());
-        }
-        a
+    let setup = |scale: &str, force: bool| {
+        let setup = pg
+            .dbio("setup")
+            .schemas(1)
+            .scale(scale)
+            .opt("--tablespace", "small")
+            .quiet();
+        if force { setup.arg("--force") } else { setup }
     };
     // 32 MB into 12 MB: refused before anything is created.
-    let args = setup_args("4000blocks", false);
-    let out = dbio(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = setup("4000blocks", false).output();
     assert_exit(&out, 2);
     let line = error_line(&out);
     assert!(
@@ -182,22 +170,13 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
 
     // 9.4 MB fits when checked; the disk fills after the check (the test holds a lock on the
     // old table that setup --force must drop, fills the disk, then lets it go).
-    let args = setup_args("64blocks", false);
-    assert_exit(
-        &dbio(&args.iter().map(String::as_str).collect::<Vec<_>>()),
-        0,
-    );
+    assert_exit(&setup("64blocks", false).output(), 0);
     let mut holder = pg.client().await;
     let tx = holder.transaction().await.unwrap();
     tx.batch_execute("LOCK TABLE user1.cf1 IN ACCESS SHARE MODE")
         .await
         .unwrap();
-    let child = dbio_tests::dbio_command()
-        .args(setup_args("1200blocks", true))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = setup("1200blocks", true).spawn();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let waiting: i64 = c
@@ -226,15 +205,7 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
     );
     let _ = std::fs::remove_file(path.join("filler"));
 
-    let out = dbio(&[
-        "check",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1200blocks",
-    ]);
+    let out = pg.dbio("check").schemas(1).scale("1200blocks").output();
     assert_exit(&out, 1);
     assert!(stdout(&out).contains("load incomplete"), "{}", stdout(&out));
     drop(c);
@@ -245,23 +216,8 @@ async fn disk_full_during_load_fails_and_leaves_the_schema_incomplete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it() {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
-    let args = [
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "30000blocks",
-        "-q",
-    ];
-    let mut child = dbio_tests::dbio_command()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = pg.dbio("setup").schemas(1).scale("30000blocks").quiet();
+    let mut child = args.spawn();
     let c = pg.client().await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -291,21 +247,13 @@ async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it()
     );
     assert_eq!(status.code(), Some(1));
 
-    let check = [
-        "check",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "30000blocks",
-    ];
-    let out = dbio(&check);
+    let check = pg.dbio("check").schemas(1).scale("30000blocks");
+    let out = check.output();
     assert_exit(&out, 1);
     assert!(stdout(&out).contains("load incomplete"), "{}", stdout(&out));
 
-    assert_exit(&dbio(&args), 0);
-    assert_exit(&dbio(&check), 0);
+    assert_exit(&args.output(), 0);
+    assert_exit(&check.output(), 0);
 }
 
 // Seen: `setup --parallel 64` against max_connections 40 failed with "...: db error" and left 5
@@ -313,17 +261,12 @@ async fn interrupted_setup_is_marked_incomplete_and_the_next_setup_finishes_it()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_with_more_loaders_than_connection_slots_is_refused_before_anything_is_created() {
     let pg = TestCluster::start_with(16, None, &[("max_connections", "40")]);
-    let o = dbio(&[
-        "setup",
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "64",
-        "--scale",
-        "64blocks",
-        "--parallel",
-        "64",
-    ]);
+    let o = pg
+        .dbio("setup")
+        .schemas(64)
+        .scale("64blocks")
+        .opt("--parallel", "64")
+        .output();
     assert_exit(&o, 2);
     let e = error_line(&o);
     assert!(
@@ -350,44 +293,27 @@ async fn a_closed_pipe_ends_dbio_quietly() {
     pg.load("2", "256blocks");
     let store_dir = tempfile::tempdir().unwrap();
     let store = store_dir.path().join("h.db");
-    let dsn = pg.dsn();
     // A store with one run in it, for `history list`.
-    let out = store_dir.path().join("run");
-    let (out, store_arg) = (out.to_str().unwrap(), store.to_str().unwrap());
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "256blocks",
-            "--readers",
-            "1",
-            "--run-time",
-            "1s",
-            "-q",
-            "--out",
-            out,
-            "--record",
-            "--store",
-            store_arg,
-        ]),
+        &pg.dbio("run")
+            .schemas(2)
+            .scale("256blocks")
+            .readers(1)
+            .run_time("1s")
+            .quiet()
+            .out(store_dir.path().join("run"))
+            .arg("--record")
+            .store(&store)
+            .output(),
         0,
     );
     for args in [
-        vec!["check", "--dsn", &dsn],
-        vec!["completions", "bash"],
-        vec!["history", "list", "--store", store.to_str().unwrap()],
+        pg.dbio("check"),
+        Dbio::new("completions").arg("bash"),
+        Dbio::new("history list").store(&store),
     ] {
         // The reader has left before dbio writes its first line, as `head -1` leaves.
-        let mut child = dbio_tests::dbio_command()
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = args.spawn();
         drop(child.stdout.take());
         let o = child.wait_with_output().unwrap();
         let e = stderr(&o);
@@ -408,7 +334,7 @@ async fn a_closed_pipe_ends_dbio_quietly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_from_files_marks_and_tags_reaches_the_terminal_escaped_and_files_are_bounded() {
     let started = Instant::now();
-    let o = dbio(&["config", "-c", "/dev/zero"]);
+    let o = Dbio::new("config").config("/dev/zero").output();
     assert_exit(&o, 2);
     assert!(
         error_line(&o).contains("larger than 1 MiB"),
@@ -431,7 +357,7 @@ async fn text_from_files_marks_and_tags_reaches_the_terminal_escaped_and_files_a
     )
     .await
     .unwrap();
-    let o = dbio(&["list", "--dsn", &pg.dsn()]);
+    let o = pg.dbio("list").output();
     assert_exit(&o, 0);
     let shown = stdout(&o);
     assert!(
@@ -442,7 +368,7 @@ async fn text_from_files_marks_and_tags_reaches_the_terminal_escaped_and_files_a
         !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
         "{shown:?}"
     );
-    let o = dbio(&["list", "--dsn", &pg.dsn(), "--format", "json"]);
+    let o = pg.dbio("list").opt("--format", "json").output();
     let json = stdout(&o);
     assert!(
         !json.contains('\u{1b}') && !json.contains('\u{202e}'),

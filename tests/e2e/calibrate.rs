@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr};
+use dbio_tests::{Dbio, TestCluster, assert_exit, num, read_result, stderr};
 use serde_json::Value;
 
 /// A folder on the real disk (not tmpfs): O_DIRECT needs it.
@@ -20,21 +20,15 @@ async fn calibrate_a_file_and_read_it_beside_a_run() {
     let dir = disk_dir();
     let file = dir.path().join("data");
     let out = dir.path().join("out");
-    let o = dbio(&[
-        "calibrate",
-        "--path",
-        file.to_str().unwrap(),
-        "--create",
-        "--size",
-        "64MB",
-        "--levels",
-        "1,2",
-        "--duration",
-        "1s",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = Dbio::new("calibrate")
+        .opt("--path", &file)
+        .arg("--create")
+        .opt("--size", "64MB")
+        .opt("--levels", "1,2")
+        .opt("--duration", "1s")
+        .out(&out)
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     let c: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("calibrate.json")).unwrap())
@@ -100,41 +94,26 @@ async fn calibrate_a_file_and_read_it_beside_a_run() {
 
     // A run with --calibration puts the device's figures at the same load beside its own.
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "-q",
-        ]),
+        &pg.dbio("setup")
+            .schemas(1)
+            .scale("1000blocks")
+            .quiet()
+            .output(),
         0,
     );
     let run_dir = dir.path().join("run");
     let cal = out.join("calibrate.json");
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "2",
-            "--run-time",
-            "1s",
-            "--calibration",
-            cal.to_str().unwrap(),
-            "-q",
-            "--out",
-            run_dir.to_str().unwrap(),
-        ]),
+        &pg.dbio("run")
+            .schemas(1)
+            .scale("1000blocks")
+            .readers(2)
+            .run_time("1s")
+            .opt("--calibration", &cal)
+            .quiet()
+            .out(&run_dir)
+            .output(),
         0,
     );
     let r = read_result(&run_dir);
@@ -159,21 +138,15 @@ fn a_path_without_o_direct_is_refused_clearly() {
         std::path::Path::new("/dev/shm").is_dir(),
         "this test needs a /dev/shm tmpfs"
     );
-    let o = dbio(&[
-        "calibrate",
-        "--path",
-        path.to_str().unwrap(),
-        "--create",
-        "--size",
-        "32MB",
-        "--levels",
-        "1",
-        "--duration",
-        "1s",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = Dbio::new("calibrate")
+        .opt("--path", &path)
+        .arg("--create")
+        .opt("--size", "32MB")
+        .opt("--levels", "1")
+        .opt("--duration", "1s")
+        .out(&out)
+        .quiet()
+        .output();
     let _ = std::fs::remove_file(&path);
     assert_exit(&o, 2);
     assert!(
@@ -233,20 +206,14 @@ impl LoopDevice {
 
     fn calibrate(&self, extra: &[&str]) -> std::process::Output {
         let out = self._dir.path().join("out");
-        let mut args = vec![
-            "calibrate",
-            "--path",
-            &self.dev,
-            "--levels",
-            "1",
-            "--duration",
-            "1s",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        let o = dbio(&args);
+        let o = Dbio::new("calibrate")
+            .opt("--path", &self.dev)
+            .opt("--levels", "1")
+            .opt("--duration", "1s")
+            .quiet()
+            .out(&out)
+            .args(extra)
+            .output();
         assert!(
             !out.exists() || o.status.code() == Some(0),
             "a refused calibration makes no result folder"
@@ -327,20 +294,14 @@ fn ctrl_c_during_calibrate_writes_the_levels_measured() {
     use std::io::BufRead;
     let dir = disk_dir();
     let out = dir.path().join("out");
-    let mut child = dbio_tests::dbio_command()
-        .args(["calibrate", "--path"])
-        .arg(dir.path().join("data"))
-        .args([
-            "--create",
-            "--size",
-            "32MB",
-            "--levels",
-            "1,2,4",
-            "--duration",
-            "1s",
-            "--out",
-        ])
-        .arg(&out)
+    let mut child = Dbio::new("calibrate")
+        .opt("--path", dir.path().join("data"))
+        .arg("--create")
+        .opt("--size", "32MB")
+        .opt("--levels", "1,2,4")
+        .opt("--duration", "1s")
+        .out(&out)
+        .command()
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, require_pg,
+    Dbio, TestCluster, assert_exit, assert_valid_result, num, read_result, require_pg,
     require_root, stdout,
 };
 use serde_json::Value;
@@ -94,18 +94,12 @@ impl Throttled {
         assert!(created.status.success(), "{created:?}");
         // Loaded before the throttle: ANALYZE reads the whole table.
         assert_exit(
-            &dbio(&[
-                "setup",
-                "--dsn",
-                &pg.dsn(),
-                "--schemas",
-                "1",
-                "--scale",
-                "8000blocks",
-                "--tablespace",
-                "thr",
-                "-q",
-            ]),
+            &pg.dbio("setup")
+                .schemas(1)
+                .scale("8000blocks")
+                .opt("--tablespace", "thr")
+                .quiet()
+                .output(),
             0,
         );
         std::fs::create_dir_all(&t.cgroup).expect("a blkio cgroup (cgroups v1, root)");
@@ -155,24 +149,15 @@ impl Throttled {
 
     /// `dbio <command>` on the throttled data set with `extra` arguments.
     fn dbio(&self, command: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-        let dsn = self.pg().dsn();
-        let mut args = vec![
-            command,
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "8000blocks",
-            "--tablespace",
-            "thr",
-            "--work-unit",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        dbio(&args)
+        self.pg()
+            .dbio(command)
+            .schemas(1)
+            .scale("8000blocks")
+            .opt("--tablespace", "thr")
+            .opt("--work-unit", "1")
+            .out(out)
+            .args(extra)
+            .output()
     }
 }
 
@@ -382,11 +367,10 @@ fn the_window_opens_at_steady_state_and_a_drifting_device_is_not_steady() {
     );
     let report = std::fs::read_to_string(drift_dir.join("report.txt")).unwrap();
     assert!(report.contains("NOT STEADY"), "{report}");
-    let o = dbio(&[
-        "compare",
-        steady_dir.to_str().unwrap(),
-        drift_dir.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("compare")
+        .arg(&steady_dir)
+        .arg(&drift_dir)
+        .output();
     assert!(
         stdout(&o).contains("NOT STEADY: input 2"),
         "compare names the drifting run:\n{}",
@@ -518,26 +502,17 @@ async fn preconditioning_updates_until_steady_before_the_window() {
     let pg = TestCluster::start(16);
     pg.load("1", "2000blocks");
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--readers",
-        "1",
-        "--writers",
-        "1",
-        "--precondition",
-        "iops_slope<=50%:3s",
-        "--steady-max",
-        "30s",
-        "--interval",
-        "500ms",
-        "--run-time",
-        "1s",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let o = pg
+        .dbio("run")
+        .readers(1)
+        .writers(1)
+        .opt("--precondition", "iops_slope<=50%:3s")
+        .opt("--steady-max", "30s")
+        .opt("--interval", "500ms")
+        .run_time("1s")
+        .quiet()
+        .out(out.path())
+        .output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     let p = &r["precondition"];
@@ -563,15 +538,12 @@ async fn preconditioning_updates_until_steady_before_the_window() {
     );
 
     // Without writes there is nothing to precondition.
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--precondition",
-        "--run-time",
-        "1s",
-        "-q",
-    ]);
+    let o = pg
+        .dbio("run")
+        .arg("--precondition")
+        .run_time("1s")
+        .quiet()
+        .output();
     assert_exit(&o, 2);
     assert!(
         dbio_tests::stderr(&o).contains("only reads"),

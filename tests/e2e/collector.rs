@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, require_root,
+    Dbio, TestCluster, assert_exit, assert_valid_result, num, read_result, require_root,
 };
 use serde_json::Value;
 
@@ -52,29 +52,22 @@ async fn own_reads(c: &tokio_postgres::Client, major: u32) -> (f64, f64) {
 async fn cold_read_agrees(pg: TestCluster, drop_caches: bool) {
     pg.load("2", SCALE);
     let c = pg.client().await;
-    let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
     let before = own_reads(&c, pg.major()).await;
-    let mut args = vec![
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        "2",
-        "--run-time",
-        "4s",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ];
-    if drop_caches {
-        args.push("--drop-caches");
-    }
-    assert_exit(&dbio(&args), 0);
+    let run = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .readers(2)
+        .run_time("4s")
+        .quiet()
+        .out(out_dir.path());
+    let run = if drop_caches {
+        run.arg("--drop-caches")
+    } else {
+        run
+    };
+    assert_exit(&run.output(), 0);
     let after = own_reads(&c, pg.major()).await;
     let r = read_result(out_dir.path());
     let secs = num(&r, &["db", "seconds"]);
@@ -194,26 +187,17 @@ async fn cold_reads_agree_on_postgres_18() {
 /// client's operations.
 async fn sessions_work_is_counted(pg: TestCluster) {
     pg.load("2", "1000blocks");
-    let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--writers",
-        "2",
-        "--work-loop",
-        "100",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(2)
+        .scale("1000blocks")
+        .readers(2)
+        .writers(2)
+        .opt("--work-loop", "100")
+        .quiet()
+        .out(out_dir.path())
+        .output();
     assert_exit(&out, 0);
     let r = read_result(out_dir.path());
     let ops = num(&r, &["client", "ops"]);
@@ -255,29 +239,18 @@ async fn checkpoint_is_flagged_and_other_databases_ignored(pg: TestCluster) {
     pg.load("1", "1000blocks");
     let c = pg.client().await;
     c.batch_execute("CREATE DATABASE other").await.unwrap();
-    let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = dbio_tests::dbio_command()
-        .args([
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "1",
-            "--writers",
-            "1",
-            "--run-time",
-            "4s",
-            "--sample-period",
-            "20ms",
-            "-q",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ])
+    let mut child = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(1)
+        .writers(1)
+        .run_time("4s")
+        .opt("--sample-period", "20ms")
+        .quiet()
+        .out(out_dir.path())
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -349,22 +322,15 @@ async fn latency_null_without_io_timing(pg: TestCluster) {
         pg.cluster.state.port
     );
     let out_dir = tempfile::tempdir().unwrap();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "1",
-        "--run-time",
-        "2s",
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ]);
+    let out = Dbio::new("run")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(1)
+        .run_time("2s")
+        .quiet()
+        .out(out_dir.path())
+        .output();
     assert_exit(&out, 0);
     let r = read_result(out_dir.path());
     assert!(r["db"]["avg_read_latency_us"].is_null(), "{}", r["db"]);
@@ -404,21 +370,14 @@ async fn latency_is_null_without_io_timing_on_postgres_17() {
 /// `extra` flags: the exit status checked, the result read.
 fn run_for(pg: &TestCluster, readers: &str, run_time: &str, extra: &[&str]) -> Value {
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let mut args = vec![
-        "run",
-        "--dsn",
-        &dsn,
-        "--readers",
-        readers,
-        "--run-time",
-        run_time,
-        "-q",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    assert_exit(&dbio(&args), 0);
+    let run = pg
+        .dbio("run")
+        .readers(readers)
+        .run_time(run_time)
+        .quiet()
+        .out(out_dir.path())
+        .args(extra);
+    assert_exit(&run.output(), 0);
     let mut r = read_result(out_dir.path());
     r["report_txt"] = Value::String(
         std::fs::read_to_string(out_dir.path().join("report.txt")).unwrap_or_default(),
@@ -541,31 +500,20 @@ async fn a_cached_run_is_flagged() {
     // 1,000 blocks fit in 16 MB of shared_buffers: after a first pass every read is a hit.
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
-    let args = |dir: &str| {
-        vec![
-            "run".to_string(),
-            "--dsn".into(),
-            dsn.clone(),
-            "--schemas".into(),
-            "1".into(),
-            "--scale".into(),
-            "1000blocks".into(),
-            "--readers".into(),
-            "2".into(),
-            "--run-time".into(),
-            "2s".into(),
-            "-q".into(),
-            "--out".into(),
-            dir.to_string(),
-        ]
+    let run = |dir: &std::path::Path| {
+        pg.dbio("run")
+            .schemas(1)
+            .scale("1000blocks")
+            .readers(2)
+            .run_time("2s")
+            .quiet()
+            .out(dir)
+            .output()
     };
     let warm = tempfile::tempdir().unwrap();
-    let a = args(warm.path().to_str().unwrap());
-    assert_exit(&dbio(&a.iter().map(String::as_str).collect::<Vec<_>>()), 0);
+    assert_exit(&run(warm.path()), 0);
     let out_dir = tempfile::tempdir().unwrap();
-    let a = args(out_dir.path().to_str().unwrap());
-    assert_exit(&dbio(&a.iter().map(String::as_str).collect::<Vec<_>>()), 0);
+    assert_exit(&run(out_dir.path()), 0);
     let r = read_result(out_dir.path());
     assert!(num(&r, &["db", "buffer_hit_ratio"]) >= 0.99, "{}", r["db"]);
     assert!(
@@ -586,22 +534,14 @@ fn the_schema_rejects_a_result_that_breaks_the_contract() {
     let dir = tempfile::tempdir().unwrap();
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--work-loop",
-            "10",
-            "-q",
-            "--out",
-            dir.path().to_str().unwrap(),
-        ]),
+        &pg.dbio("run")
+            .schemas(1)
+            .scale("1000blocks")
+            .opt("--work-loop", "10")
+            .quiet()
+            .out(dir.path())
+            .output(),
         0,
     );
     let good = read_result(dir.path());
@@ -623,27 +563,17 @@ async fn statements_counted(pg: TestCluster) {
         .batch_execute("CREATE EXTENSION pg_stat_statements")
         .await
         .unwrap();
-    let dsn = pg.dsn();
     let out_dir = tempfile::tempdir().unwrap();
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "1",
-            "--writers",
-            "1",
-            "--work-loop",
-            "50",
-            "-q",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ]),
+        &pg.dbio("run")
+            .schemas(1)
+            .scale("1000blocks")
+            .readers(1)
+            .writers(1)
+            .opt("--work-loop", "50")
+            .quiet()
+            .out(out_dir.path())
+            .output(),
         0,
     );
     let r = read_result(out_dir.path());

@@ -4,31 +4,22 @@
 
 use std::path::{Path, PathBuf};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, stderr, stdout};
 use serde_json::Value;
 
 fn run(dsn: &str, dir: &Path, name: &str, work_unit: &str) -> PathBuf {
     let out = dir.join(name);
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "2000blocks",
-        "--readers",
-        "1",
-        "--run-time",
-        "1s",
-        "--work-unit",
-        work_unit,
-        "--label",
-        name,
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("run")
+        .dsn(dsn)
+        .schemas(1)
+        .scale("2000blocks")
+        .readers(1)
+        .run_time("1s")
+        .opt("--work-unit", work_unit)
+        .opt("--label", name)
+        .quiet()
+        .out(&out)
+        .output();
     assert_exit(&o, 0);
     out.join("result.json")
 }
@@ -50,11 +41,10 @@ fn compare_and_regress_read_status_shape_and_sanity() {
     let dir = tempfile::tempdir().unwrap();
     let base = run(&dsn, dir.path(), "wu64", "64");
     let one = run(&dsn, dir.path(), "wu1", "1");
-    let p = |x: &PathBuf| x.to_str().unwrap().to_string();
 
     // Other work_unit: compare says so before any figure; regress refuses it (exit 2) unless
     // the difference is accepted.
-    let cmp = dbio(&["compare", &p(&base), &p(&one)]);
+    let cmp = Dbio::new("compare").arg(&base).arg(&one).output();
     assert_exit(&cmp, 0);
     let text = stdout(&cmp);
     let nc = text
@@ -65,60 +55,54 @@ fn compare_and_regress_read_status_shape_and_sanity() {
         nc < text.find("\nstep ").unwrap(),
         "differences come first:\n{text}"
     );
-    let refused = dbio(&["regress", "--baseline", &p(&base), &p(&one)]);
+    let refused = Dbio::new("regress")
+        .opt("--baseline", &base)
+        .arg(&one)
+        .output();
     assert_exit(&refused, 2);
     assert!(
         stderr(&refused).contains("--accept-difference work_unit"),
         "{}",
         stderr(&refused)
     );
-    let accepted = dbio(&[
-        "regress",
-        "--baseline",
-        &p(&base),
-        &p(&one),
-        "--accept-difference",
-        "work_unit",
-        "--max-iops-drop",
-        "off",
-        "--max-latency-rise",
-        "off",
-    ]);
+    let accepted = Dbio::new("regress")
+        .opt("--baseline", &base)
+        .arg(&one)
+        .opt("--accept-difference", "work_unit")
+        .opt("--max-iops-drop", "off")
+        .opt("--max-latency-rise", "off")
+        .output();
     assert_exit(&accepted, 0);
-    let typo = dbio(&[
-        "regress",
-        "--baseline",
-        &p(&base),
-        &p(&one),
-        "--accept-difference",
-        "workunit",
-    ]);
+    let typo = Dbio::new("regress")
+        .opt("--baseline", &base)
+        .arg(&one)
+        .opt("--accept-difference", "workunit")
+        .output();
     assert_exit(&typo, 2);
 
     // An interrupted or failed current run never passes, even with every gate off; neither
     // is ever a baseline.
     for status in ["interrupted", "failed"] {
         let bad = edited(&base, dir.path(), status, |v| v["status"] = status.into());
-        let o = dbio(&[
-            "regress",
-            "--baseline",
-            &p(&base),
-            &p(&bad),
-            "--max-iops-drop",
-            "off",
-            "--max-latency-rise",
-            "off",
-        ]);
+        let o = Dbio::new("regress")
+            .opt("--baseline", &base)
+            .arg(&bad)
+            .opt("--max-iops-drop", "off")
+            .opt("--max-latency-rise", "off")
+            .output();
         assert_exit(&o, 1);
         assert!(
             stdout(&o).contains(&format!("the current run is {status}")),
             "{}",
             stdout(&o)
         );
-        let o = dbio(&["regress", "--baseline", &p(&bad), &p(&base)]);
+        let o = Dbio::new("regress")
+            .opt("--baseline", &bad)
+            .arg(&base)
+            .output();
         assert_exit(&o, 2);
         assert!(stderr(&o).contains("never a baseline"), "{}", stderr(&o));
-        let o = dbio(&["compare", &p(&base), &p(&bad)]);
+        let o = Dbio::new("compare").arg(&base).arg(&bad).output();
         assert_exit(&o, 0);
         assert!(
             stdout(&o).contains(&format!("[status {status}")),
@@ -142,11 +126,11 @@ fn compare_and_regress_read_status_shape_and_sanity() {
     ];
     for b in &broken {
         for args in [
-            vec!["report", b.to_str().unwrap()],
-            vec!["compare", &p(&base), b.to_str().unwrap()],
-            vec!["regress", "--baseline", &p(&base), b.to_str().unwrap()],
+            Dbio::new("report").arg(b),
+            Dbio::new("compare").arg(&base).arg(b),
+            Dbio::new("regress").opt("--baseline", &base).arg(b),
         ] {
-            let o = dbio(&args);
+            let o = args.output();
             assert_exit(&o, 2);
             assert!(
                 stderr(&o).contains(b.to_str().unwrap()),
@@ -162,32 +146,28 @@ fn compare_and_regress_read_status_shape_and_sanity() {
         v["warnings"] = serde_json::json!(["w\u{1b}[2J"]);
     });
     for args in [
-        vec!["report", esc.to_str().unwrap()],
-        vec!["compare", &p(&base), esc.to_str().unwrap()],
+        Dbio::new("report").arg(&esc),
+        Dbio::new("compare").arg(&base).arg(&esc),
     ] {
-        let o = dbio(&args);
+        let o = args.output();
         assert_exit(&o, 0);
         let out = stdout(&o);
         assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
         assert!(out.contains("evil\\u{1b}]0;owned"), "{out}");
     }
     // And dbio refuses to write one in the first place.
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--run-time",
-        "1s",
-        "--label",
-        "a\u{1b}[31m",
-        "-q",
-    ]);
+    let o = pg
+        .dbio("run")
+        .run_time("1s")
+        .opt("--label", "a\u{1b}[31m")
+        .quiet()
+        .output();
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("run.label"), "{}", stderr(&o));
 
     // A window too short to measure is refused before anything runs (a 1 ms window once
     // reported "16000 read requests/s" from one read).
-    let o = dbio(&["run", "--dsn", &dsn, "--run-time", "1ms", "-q"]);
+    let o = pg.dbio("run").run_time("1ms").quiet().output();
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("too short to measure"),

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, dbio_env, read_result, stderr};
+use dbio_tests::{Dbio, TestCluster, assert_exit, read_result, stderr};
 
 const SCALE: &str = "256blocks";
 
@@ -29,26 +29,17 @@ fn a_dead_first_host_falls_through_and_options_reach_every_session() {
          application_name=nightly options='-c log_min_duration_statement=0'"
     );
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        SCALE,
-        "--readers",
-        "2",
-        "--writers",
-        "1",
-        "--update-pct",
-        "50",
-        "--work-loop",
-        "20",
-        "--out",
-        out.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let o = Dbio::new("run")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale(SCALE)
+        .readers(2)
+        .writers(1)
+        .opt("--update-pct", "50")
+        .opt("--work-loop", "20")
+        .out(out.path())
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     assert_eq!(r["status"], "ok");
@@ -96,7 +87,7 @@ fn unknown_and_unsupported_keywords_are_refused_by_name() {
         ("host=127.0.0.1 port=1 krbsrvname=postgres", "`krbsrvname`"),
         ("host=127.0.0.1 port=1 sslmode=verify", "sslmode"),
     ] {
-        let o = dbio(&["teardown", "--dsn", dsn]);
+        let o = Dbio::new("teardown").dsn(dsn).output();
         assert_exit(&o, 2);
         let e = stderr(&o);
         assert!(e.contains(named), "{dsn}: {e}");
@@ -105,10 +96,10 @@ fn unknown_and_unsupported_keywords_are_refused_by_name() {
             "refused before connecting: {e}"
         );
     }
-    let o = dbio_env(
-        &["teardown", "--dsn", "host=127.0.0.1 port=1"],
-        &[("PGSSLMODE", "sometimes")],
-    );
+    let o = Dbio::new("teardown")
+        .dsn("host=127.0.0.1 port=1")
+        .env("PGSSLMODE", "sometimes")
+        .output();
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("sslmode"), "{}", stderr(&o));
 }
@@ -124,8 +115,8 @@ fn a_password_file_readable_by_others_is_ignored_with_libpqs_warning() {
         "host=127.0.0.1 port={} user=postgres dbname=postgres",
         pg.cluster.state.port
     );
-    let env = [("PGPASSFILE", passfile.to_str().unwrap())];
-    let o = dbio_env(&["teardown", "--dsn", &dsn], &env);
+    let teardown = Dbio::new("teardown").dsn(&dsn).env("PGPASSFILE", &passfile);
+    let o = teardown.output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -138,7 +129,7 @@ fn a_password_file_readable_by_others_is_ignored_with_libpqs_warning() {
     assert!(e.contains("password"), "{e}");
     // The same file at 0600 is used.
     std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let o = dbio_env(&["teardown", "--dsn", &dsn], &env);
+    let o = teardown.output();
     assert_exit(&o, 0);
     assert!(
         !stderr(&o).contains("WARNING: password file"),
@@ -158,13 +149,13 @@ fn target_session_attrs_are_checked_on_each_server() {
     };
     // A primary is read-write and no standby.
     for attrs in ["any", "read-write", "primary", "prefer-standby"] {
-        assert_exit(&dbio(&["teardown", "--dsn", &dsn(attrs)]), 0);
+        assert_exit(&Dbio::new("teardown").dsn(dsn(attrs)).output(), 0);
     }
     for (attrs, why) in [
         ("standby", "server is not in hot standby mode"),
         ("read-only", "session is not read-only"),
     ] {
-        let o = dbio(&["teardown", "--dsn", &dsn(attrs)]);
+        let o = Dbio::new("teardown").dsn(dsn(attrs)).output();
         assert_exit(&o, 2);
         assert!(stderr(&o).contains(why), "{attrs}: {}", stderr(&o));
         // The measured sessions' connections check the same.

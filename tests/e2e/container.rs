@@ -17,7 +17,7 @@ use dbio_tests::containers::{
     require_venv_tool, venv_bin,
 };
 use dbio_tests::{
-    TestCluster, assert_exit, dbio_bin, dbio_env, read_result, require_root, stderr, stdout,
+    Dbio, TestCluster, assert_exit, dbio_bin, read_result, require_root, stderr, stdout,
 };
 use serde_json::Value;
 
@@ -259,10 +259,7 @@ fn two_nights_in_a_real_postgres_container_measure_the_device_and_leave_nothing_
     }
     // The second night is recorded beside the first: one series, two good runs.
     let store = results.join("history.sqlite");
-    let list = dbio_env(
-        &["history", "list", "--store", store.to_str().unwrap()],
-        &[],
-    );
+    let list = Dbio::new("history list").store(&store).output();
     assert_exit(&list, 0);
     let text = stdout(&list);
     // Two nights, each with its platform canary (a calibration on the data volume's device).
@@ -434,35 +431,20 @@ async fn a_bind_mounted_data_folder_in_its_own_pid_namespace_gets_no_figures_fro
     assert!(Path::new("/proc/1/stat").exists());
 
     let dsn = format!("host=127.0.0.1 port={port} {role}");
-    let setup = dbio_env(
-        &[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-        ],
-        &[],
-    );
+    let setup = Dbio::new("setup")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .output();
     assert_exit(&setup, 0);
     let out = work.path().join("run");
-    let run = dbio_env(
-        &[
-            "run",
-            "--dsn",
-            &dsn,
-            "--readers",
-            "1",
-            "--run-time",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        &[],
-    );
+    let run = Dbio::new("run")
+        .dsn(&dsn)
+        .readers(1)
+        .run_time("2s")
+        .out(&out)
+        .quiet()
+        .output();
     assert_exit(&run, 0);
     let r = read_result(&out);
     assert!(
@@ -505,18 +487,11 @@ async fn a_memory_capped_container_s_ram_is_the_cap() {
     let dsn =
         format!("host=127.0.0.1 port={port} user=postgres password=e2e-secret dbname=postgres");
     // 64 MiB: four times shared_buffers, within the cap, so a page cache capped there holds it.
-    let setup = dbio_env(
-        &[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "8192blocks",
-        ],
-        &[],
-    );
+    let setup = Dbio::new("setup")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("8192blocks")
+        .output();
     assert_exit(&setup, 0);
     let text = stdout(&setup) + &stderr(&setup);
     assert!(
@@ -527,21 +502,13 @@ async fn a_memory_capped_container_s_ram_is_the_cap() {
     );
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("run");
-    let run = dbio_env(
-        &[
-            "run",
-            "--dsn",
-            &dsn,
-            "--readers",
-            "1",
-            "--run-time",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        &[],
-    );
+    let run = Dbio::new("run")
+        .dsn(&dsn)
+        .readers(1)
+        .run_time("2s")
+        .out(&out)
+        .quiet()
+        .output();
     assert_exit(&run, 0);
     let r = read_result(&out);
     let h = &r["host"];
@@ -607,18 +574,11 @@ async fn a_local_server_in_a_memory_cgroup_has_the_cap_as_its_ram() {
     let c = pg.client().await;
     let role = bench_role(&c).await;
     let dsn = format!("host=127.0.0.1 port={} {role}", pg.cluster.state.port);
-    let setup = dbio_env(
-        &[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "8192blocks",
-        ],
-        &[],
-    );
+    let setup = Dbio::new("setup")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("8192blocks")
+        .output();
     assert_exit(&setup, 0);
     let text = stdout(&setup);
     assert!(
@@ -630,21 +590,13 @@ async fn a_local_server_in_a_memory_cgroup_has_the_cap_as_its_ram() {
     );
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("run");
-    let run = dbio_env(
-        &[
-            "run",
-            "--dsn",
-            &dsn,
-            "--readers",
-            "1",
-            "--run-time",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        &[],
-    );
+    let run = Dbio::new("run")
+        .dsn(&dsn)
+        .readers(1)
+        .run_time("2s")
+        .out(&out)
+        .quiet()
+        .output();
     assert_exit(&run, 0);
     let r = read_result(&out);
     let h = &r["host"];

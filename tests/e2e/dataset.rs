@@ -2,26 +2,20 @@
 //! one data set's marked objects, name the user's objects instead of dropping them, refuse
 //! before changing any mark, and a size that cannot fit is refused before anything exists.
 
-use dbio_tests::{TestCluster, assert_exit, dbio, read_result, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, read_result, stderr, stdout};
 use tokio_postgres::Client;
 
 const SCALE: &str = "200blocks";
 
 fn setup(dsn: &str, prefix: &str, schemas: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "setup",
-        "--dsn",
-        dsn,
-        "--prefix",
-        prefix,
-        "--schemas",
-        schemas,
-        "--scale",
-        SCALE,
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    dbio(&args)
+    Dbio::new("setup")
+        .dsn(dsn)
+        .opt("--prefix", prefix)
+        .schemas(schemas)
+        .scale(SCALE)
+        .quiet()
+        .args(extra)
+        .output()
 }
 
 /// Every schema named like `pattern` with its comment, and each of its relations with its
@@ -91,7 +85,7 @@ async fn teardown_of_prefix_ts_leaves_the_data_set_of_ts2_byte_for_byte() {
         "ts21 and ts22 with cf1 and i_cf1: {before:?}"
     );
 
-    let out = dbio(&["teardown", "--dsn", &dsn, "--prefix", "ts"]);
+    let out = pg.dbio("teardown").opt("--prefix", "ts").output();
     assert_exit(&out, 1);
     let text = stdout(&out);
     assert!(
@@ -101,29 +95,29 @@ async fn teardown_of_prefix_ts_leaves_the_data_set_of_ts2_byte_for_byte() {
     assert!(!text.contains("ts21") && !text.contains("ts22"), "{text}");
 
     assert_exit(
-        &dbio(&["teardown", "--dsn", &dsn, "--prefix", "ts", "--yes"]),
+        &pg.dbio("teardown")
+            .opt("--prefix", "ts")
+            .arg("--yes")
+            .output(),
         0,
     );
     assert_eq!(schemas(&c, "ts%").await, vec!["ts21", "ts22"]);
     assert_eq!(snapshot(&c, "ts2_").await, before, "ts2's data set changed");
-    let check = [
-        "check",
-        "--dsn",
-        &dsn,
-        "--prefix",
-        "ts2",
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-    ];
-    assert_exit(&dbio(&check), 0);
+    let check = pg
+        .dbio("check")
+        .opt("--prefix", "ts2")
+        .schemas(2)
+        .scale(SCALE);
+    assert_exit(&check.output(), 0);
 
     // And the other way round: --prefix ts2 does not take ts2 of prefix ts.
     assert_exit(&setup(&dsn, "ts", "2", &[]), 0);
     let ts = snapshot(&c, "ts_").await;
     assert_exit(
-        &dbio(&["teardown", "--dsn", &dsn, "--prefix", "ts2", "--yes"]),
+        &pg.dbio("teardown")
+            .opt("--prefix", "ts2")
+            .arg("--yes")
+            .output(),
         0,
     );
     assert_eq!(schemas(&c, "ts%").await, vec!["ts1", "ts2"]);
@@ -148,7 +142,7 @@ async fn a_user_index_on_cf1_is_named_and_kept_until_drop_dependents() {
             .get::<_, bool>(0)
     };
 
-    let out = dbio(&["teardown", "--dsn", &dsn]);
+    let out = pg.dbio("teardown").output();
     assert_exit(&out, 1);
     let text = stdout(&out);
     let line = text
@@ -160,7 +154,7 @@ async fn a_user_index_on_cf1_is_named_and_kept_until_drop_dependents() {
         "the listing must name the user's index: {text}"
     );
 
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("index user1.my_idx"),
@@ -204,14 +198,17 @@ async fn a_user_index_on_cf1_is_named_and_kept_until_drop_dependents() {
         before,
         "the data set was rebuilt"
     );
-    let check = ["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE];
-    assert_exit(&dbio(&check), 0);
+    let check = pg.dbio("check").schemas(2).scale(SCALE);
+    assert_exit(&check.output(), 0);
 
     c.batch_execute("CREATE INDEX my_idx ON user1.cf1 (c2)")
         .await
         .unwrap();
     assert_exit(
-        &dbio(&["teardown", "--dsn", &dsn, "--yes", "--drop-dependents"]),
+        &pg.dbio("teardown")
+            .arg("--yes")
+            .arg("--drop-dependents")
+            .output(),
         0,
     );
     assert!(schemas(&c, "user%").await.is_empty());
@@ -247,8 +244,8 @@ async fn a_view_or_trigger_on_cf1_makes_setup_force_fail_up_front_with_marks_unc
         "a refused setup --force changed marks or tables"
     );
     assert!(before.iter().all(|l| !l.contains("loading")), "{before:?}");
-    let check = ["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE];
-    assert_exit(&dbio(&check), 0);
+    let check = pg.dbio("check").schemas(2).scale(SCALE);
+    assert_exit(&check.output(), 0);
     let n: i64 = c
         .query_one("SELECT count(*) FROM public.v", &[])
         .await
@@ -268,7 +265,7 @@ async fn a_teardown_that_keeps_a_schema_removes_its_mark_and_setup_says_how_to_r
     c.batch_execute("CREATE TABLE user2.mine (x int); INSERT INTO user2.mine VALUES (42);")
         .await
         .unwrap();
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("kept schema user2 without dbio's mark"),
@@ -305,8 +302,8 @@ async fn a_teardown_that_keeps_a_schema_removes_its_mark_and_setup_says_how_to_r
         .await
         .unwrap();
     assert_exit(&setup(&dsn, "user", "2", &[]), 0);
-    let check = ["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE];
-    assert_exit(&dbio(&check), 0);
+    let check = pg.dbio("check").schemas(2).scale(SCALE);
+    assert_exit(&check.output(), 0);
 }
 
 // A mark that says complete over a table dropped outside dbio: check and run name the table
@@ -318,38 +315,31 @@ async fn a_complete_mark_over_a_dropped_table_says_how_to_recover() {
     assert_exit(&setup(&dsn, "user", "2", &[]), 0);
     let c = pg.client().await;
     c.batch_execute("DROP TABLE user1.cf1").await.unwrap();
-    let check = ["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE];
-    let out = dbio(&check);
+    let check = pg.dbio("check").schemas(2).scale(SCALE);
+    let out = check.output();
     assert_exit(&out, 1);
     assert!(
         stdout(&out).contains("table cf1 is missing (dropped outside dbio): run `dbio setup`"),
         "{}",
         stdout(&out)
     );
-    let run = [
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        "1",
-        "--run-time",
-        "1s",
-    ];
-    let out = dbio(&run);
+    let run = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .readers(1)
+        .run_time("1s");
+    let out = run.output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("user1: table cf1 is missing"),
         "{}",
         stderr(&out)
     );
-    let out = dbio(&["setup", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE]);
+    let out = pg.dbio("setup").schemas(2).scale(SCALE).output();
     assert_exit(&out, 0);
     assert!(stdout(&out).contains("loaded"), "{}", stdout(&out));
-    assert_exit(&dbio(&check), 0);
+    assert_exit(&check.output(), 0);
 }
 
 // A schema whose comment merely starts with `dbio` was taken for dbio's.
@@ -368,7 +358,7 @@ async fn a_schema_comment_dbio_is_great_is_not_taken_for_dbios() {
     .unwrap();
     let before = snapshot(&c, "user_").await;
 
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 0);
     assert!(stdout(&out).contains("nothing to drop"), "{}", stdout(&out));
     let out = setup(&dsn, "user", "2", &["--force"]);
@@ -378,7 +368,7 @@ async fn a_schema_comment_dbio_is_great_is_not_taken_for_dbios() {
         "{}",
         stderr(&out)
     );
-    let out = dbio(&["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE]);
+    let out = pg.dbio("check").schemas(2).scale(SCALE).output();
     assert_exit(&out, 1);
     assert!(
         stdout(&out).contains("dbio did not create it"),
@@ -397,8 +387,7 @@ async fn a_schema_comment_dbio_is_great_is_not_taken_for_dbios() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_of_100_tb_is_refused_up_front_and_creates_nothing() {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
-    let out = dbio(&["setup", "--dsn", &dsn, "--scale", "100TB", "-q"]);
+    let out = pg.dbio("setup").scale("100TB").quiet().output();
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(
@@ -437,8 +426,8 @@ async fn a_cf1_the_user_put_in_a_dbio_schema_is_not_dbios() {
     )
     .await
     .unwrap();
-    let check = ["check", "--dsn", &dsn, "--schemas", "1", "--scale", SCALE];
-    let out = dbio(&check);
+    let check = pg.dbio("check").schemas(1).scale(SCALE);
+    let out = check.output();
     assert_exit(&out, 1);
     assert!(
         stdout(&out).contains("table cf1 is not the one dbio created"),
@@ -453,7 +442,7 @@ async fn a_cf1_the_user_put_in_a_dbio_schema_is_not_dbios() {
         stderr(&out)
     );
 
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("kept schema user1"),
@@ -483,7 +472,7 @@ async fn an_older_dbio_mark_is_rebuilt_by_setup_force_and_left_by_teardown() {
     .await
     .unwrap();
     let before = snapshot(&c, "user_").await;
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("left user1") && stdout(&out).contains("older dbio"),
@@ -498,12 +487,12 @@ async fn an_older_dbio_mark_is_rebuilt_by_setup_force_and_left_by_teardown() {
         "{}",
         stderr(&out)
     );
-    let check = ["check", "--dsn", &dsn, "--schemas", "1", "--scale", SCALE];
-    assert_exit(&dbio(&check), 1);
+    let check = pg.dbio("check").schemas(1).scale(SCALE);
+    assert_exit(&check.output(), 1);
 
     assert_exit(&setup(&dsn, "user", "1", &["--force"]), 0);
-    assert_exit(&dbio(&check), 0);
-    assert_exit(&dbio(&["teardown", "--dsn", &dsn, "--yes"]), 0);
+    assert_exit(&check.output(), 0);
+    assert_exit(&pg.dbio("teardown").arg("--yes").output(), 0);
     assert!(schemas(&c, "user%").await.is_empty());
 }
 
@@ -513,7 +502,7 @@ async fn an_older_dbio_mark_is_rebuilt_by_setup_force_and_left_by_teardown() {
 async fn dependents_are_found_exactly(pg: TestCluster) {
     let dsn = pg.dsn();
     assert_exit(&setup(&dsn, "user", "2", &[]), 0);
-    let out = dbio(&["teardown", "--dsn", &dsn]);
+    let out = pg.dbio("teardown").output();
     assert_exit(&out, 1);
     assert!(!stdout(&out).contains("depending on"), "{}", stdout(&out));
     let c = pg.client().await;
@@ -524,7 +513,7 @@ async fn dependents_are_found_exactly(pg: TestCluster) {
     )
     .await
     .unwrap();
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 2);
     let err = stderr(&out);
     for object in [
@@ -540,7 +529,10 @@ async fn dependents_are_found_exactly(pg: TestCluster) {
     }
     assert_eq!(schemas(&c, "user%").await, vec!["user1", "user2"]);
     assert_exit(
-        &dbio(&["teardown", "--dsn", &dsn, "--yes", "--drop-dependents"]),
+        &pg.dbio("teardown")
+            .arg("--yes")
+            .arg("--drop-dependents")
+            .output(),
         0,
     );
     assert!(schemas(&c, "user%").await.is_empty());
@@ -559,22 +551,17 @@ async fn dependents_are_found_exactly_on_18() {
 }
 
 fn check(dsn: &str) -> std::process::Output {
-    dbio(&["check", "--dsn", dsn])
+    Dbio::new("check").dsn(dsn).output()
 }
 
 fn run_once(dsn: &str, out: &std::path::Path) -> std::process::Output {
-    dbio(&[
-        "run",
-        "--dsn",
-        dsn,
-        "--readers",
-        "1",
-        "--run-time",
-        "1s",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ])
+    Dbio::new("run")
+        .dsn(dsn)
+        .readers(1)
+        .run_time("1s")
+        .quiet()
+        .out(out)
+        .output()
 }
 
 // Seen: a CLUSTER-ed data set (keys in physical order, correlation 1) passed check and ran as
@@ -629,16 +616,11 @@ async fn check_and_run_agree_at_the_smallest_scale() {
     let pg = TestCluster::start(16);
     let dsn = pg.dsn();
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "64blocks",
-            "-q",
-        ]),
+        &pg.dbio("setup")
+            .schemas(1)
+            .scale("64blocks")
+            .quiet()
+            .output(),
         0,
     );
     let o = check(&dsn);
@@ -655,17 +637,12 @@ async fn check_and_run_agree_at_the_smallest_scale() {
     assert_eq!(r["environment"]["read_path"]["scan"], "Index Scan");
     assert_eq!(r["environment"]["data_set"]["scale_blocks"], 64);
     // Below the minimum, setup refuses.
-    let o = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--prefix",
-        "tiny",
-        "--schemas",
-        "1",
-        "--scale",
-        "63blocks",
-        "-q",
-    ]);
+    let o = pg
+        .dbio("setup")
+        .opt("--prefix", "tiny")
+        .schemas(1)
+        .scale("63blocks")
+        .quiet()
+        .output();
     assert_exit(&o, 2);
 }

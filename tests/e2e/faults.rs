@@ -3,22 +3,13 @@
 //! output, and a long run of 256 sessions. Each ends cleanly, says why, and leaves no dbio
 //! session on the server.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, dbio, num, read_result, stderr, stdout, wait_no_dbio_sessions,
+    Dbio, TestCluster, assert_exit, num, read_result, stderr, stdout, wait_no_dbio_sessions,
 };
 use serde_json::Value;
-
-pub(crate) fn spawn(args: &[&str]) -> Child {
-    dbio_tests::dbio_command()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("dbio starts")
-}
 
 /// Waits for `n` measured sessions on the server.
 pub(crate) async fn wait_sessions(c: &tokio_postgres::Client, n: i64) {
@@ -62,24 +53,16 @@ pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> i32 {
 async fn server_stopping_mid_run_fails_the_run_within_10_s_with_a_result() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        "60s",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let mut child = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(2)
+        .run_time("60s")
+        .quiet()
+        .out(out.path())
+        .spawn();
     let c = pg.client().await;
     wait_sessions(&c, 2).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -116,28 +99,20 @@ async fn server_stopping_mid_run_fails_the_run_within_10_s_with_a_result() {
 async fn a_terminated_session_aborts_or_is_counted_per_policy() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     let c = pg.client().await;
     let terminate = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbio-reader-2'";
 
     // abort (the default): the run fails and says which session.
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "3",
-        "--run-time",
-        "60s",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let mut child = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(3)
+        .run_time("60s")
+        .quiet()
+        .out(out.path())
+        .spawn();
     wait_sessions(&c, 3).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     c.execute(terminate, &[]).await.unwrap();
@@ -162,24 +137,16 @@ async fn a_terminated_session_aborts_or_is_counted_per_policy() {
 
     // continue: the session stops, the others finish the window; the result says who and when.
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "3",
-        "--run-time",
-        "4s",
-        "--on-error",
-        "continue",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let mut child = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(3)
+        .run_time("4s")
+        .opt("--on-error", "continue")
+        .quiet()
+        .out(out.path())
+        .spawn();
     wait_sessions(&c, 3).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     c.execute(terminate, &[]).await.unwrap();
@@ -203,7 +170,6 @@ async fn a_terminated_session_aborts_or_is_counted_per_policy() {
 async fn a_lock_wait_beyond_statement_timeout_is_an_error_not_a_hang() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     let holder = pg.client().await;
     // Every row locked by an open transaction for the whole run.
     holder
@@ -212,28 +178,18 @@ async fn a_lock_wait_beyond_statement_timeout_is_an_error_not_a_hang() {
         .unwrap();
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "0",
-        "--writers",
-        "1",
-        "--run-time",
-        "2s",
-        "--statement-timeout",
-        "300ms",
-        "--on-error",
-        "continue",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let o = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(0)
+        .writers(1)
+        .run_time("2s")
+        .opt("--statement-timeout", "300ms")
+        .opt("--on-error", "continue")
+        .quiet()
+        .out(out.path())
+        .output();
     assert_exit(&o, 0);
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -267,7 +223,10 @@ fn a_host_that_never_answers_honours_the_connect_timeout() {
     });
     let dsn = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
     let started = Instant::now();
-    let o = dbio(&["check", "--dsn", &dsn, "--connect-timeout", "1s"]);
+    let o = Dbio::new("check")
+        .dsn(&dsn)
+        .opt("--connect-timeout", "1s")
+        .output();
     let took = started.elapsed();
     assert_exit(&o, 2);
     assert!(took < Duration::from_secs(5), "took {took:?}");
@@ -282,30 +241,20 @@ fn a_host_that_never_answers_honours_the_connect_timeout() {
 async fn a_restart_inside_a_ramp_fails_that_step_and_the_ramp_follows_its_policy() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     for policy in ["continue", "stop"] {
         let out = tempfile::tempdir().unwrap();
         let dir = out.path().join("ramp");
-        let mut child = spawn(&[
-            "ramp",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "1,2,3",
-            "--writers",
-            "0",
-            "--run-time",
-            "3s",
-            "--on-step-failure",
-            policy,
-            "-q",
-            "--out",
-            dir.to_str().unwrap(),
-        ]);
+        let mut child = pg
+            .dbio("ramp")
+            .schemas(1)
+            .scale("1000blocks")
+            .readers("1,2,3")
+            .writers(0)
+            .run_time("3s")
+            .opt("--on-step-failure", policy)
+            .quiet()
+            .out(&dir)
+            .spawn();
         // Restart the server in the middle of the second step's window.
         let deadline = Instant::now() + Duration::from_secs(60);
         while !dir.join("step-02-r2-w0").exists() {
@@ -349,72 +298,42 @@ async fn passwords_never_reach_any_output() {
     );
     let out = tempfile::tempdir().unwrap();
     let mut outputs = String::new();
-    let mut run = |args: &[&str]| {
-        let o = dbio(args);
+    let mut run = |cmd: Dbio| {
+        let o = cmd.output();
         outputs.push_str(&stdout(&o));
         outputs.push_str(&stderr(&o));
         o
     };
     assert_exit(
-        &run(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-        ]),
+        &run(Dbio::new("setup").dsn(&dsn).schemas(1).scale("1000blocks")),
         0,
     );
     assert_exit(
-        &run(&[
-            "check",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-        ]),
+        &run(Dbio::new("check").dsn(&dsn).schemas(1).scale("1000blocks")),
         0,
     );
     let ramp_dir = out.path().join("ramp");
     assert_exit(
-        &run(&[
-            "ramp",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "1,2",
-            "--run-time",
-            "1s",
-            "--out",
-            ramp_dir.to_str().unwrap(),
-        ]),
+        &run(Dbio::new("ramp")
+            .dsn(&dsn)
+            .schemas(1)
+            .scale("1000blocks")
+            .readers("1,2")
+            .run_time("1s")
+            .out(&ramp_dir)),
         0,
     );
     let ramp_json = ramp_dir.join("ramp.json");
-    run(&[
-        "compare",
-        ramp_json.to_str().unwrap(),
-        ramp_json.to_str().unwrap(),
-        "--out",
-        out.path().join("cmp").to_str().unwrap(),
-    ]);
-    run(&[
-        "regress",
-        "--baseline",
-        ramp_json.to_str().unwrap(),
-        ramp_json.to_str().unwrap(),
-    ]);
+    run(Dbio::new("compare")
+        .arg(&ramp_json)
+        .arg(&ramp_json)
+        .out(out.path().join("cmp")));
+    run(Dbio::new("regress")
+        .opt("--baseline", &ramp_json)
+        .arg(&ramp_json));
     // A failing command's error message, too (a missing database).
     let bad = format!("{dsn} dbname=nosuchdb");
-    run(&["check", "--dsn", &bad]);
+    run(Dbio::new("check").dsn(&bad));
     assert!(
         !outputs.contains(password),
         "a password reached stdout or stderr"
@@ -453,24 +372,16 @@ async fn two_hundred_fifty_six_sessions_hold_for_60_s() {
     let _host = dbio_tests::host_load_lock();
     let pg = TestCluster::start(64);
     pg.load("4", "1000blocks");
-    let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "4",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "256",
-        "--run-time",
-        "60s",
-        "-q",
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
+    let o = pg
+        .dbio("run")
+        .schemas(4)
+        .scale("1000blocks")
+        .readers(256)
+        .run_time("60s")
+        .quiet()
+        .out(out.path())
+        .output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     assert_eq!(r["sessions"].as_array().unwrap().len(), 256);

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use dbio_tests::{TestCluster, assert_exit, dbio, is_root, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, is_root, stdout};
 
 /// A folder for a tablespace, owned by the server's OS user (CREATE TABLESPACE needs that).
 fn tablespace_dir(parent: &Path, name: &str) -> std::path::PathBuf {
@@ -89,46 +89,32 @@ async fn the_flash_vs_disk_recipe_ramps_each_tablespace_on_its_own_device() {
     let (cfg, dsn) = (config.to_str().unwrap(), pg.dsn());
     let out = |name: &str| work.path().join("results").join(name);
     for (prefix, ts) in [("flash", "flash_ts"), ("disk", "disk_ts")] {
-        let o = dbio(&[
-            "setup",
-            "-c",
-            cfg,
-            "--dsn",
-            &dsn,
-            "--prefix",
-            prefix,
-            "--tablespace",
-            ts,
-        ]);
+        let o = Dbio::new("setup")
+            .config(cfg)
+            .dsn(&dsn)
+            .opt("--prefix", prefix)
+            .opt("--tablespace", ts)
+            .output();
         assert_exit(&o, 0);
     }
     for (prefix, ts) in [("flash", "flash_ts"), ("disk", "disk_ts")] {
         let dir = out(prefix);
-        let o = dbio(&[
-            "ramp",
-            "-c",
-            cfg,
-            "--dsn",
-            &dsn,
-            "--prefix",
-            prefix,
-            "--tablespace",
-            ts,
-            "--label",
-            prefix,
-            "--out",
-            dir.to_str().unwrap(),
-        ]);
+        let o = Dbio::new("ramp")
+            .config(cfg)
+            .dsn(&dsn)
+            .opt("--prefix", prefix)
+            .opt("--tablespace", ts)
+            .opt("--label", prefix)
+            .out(&dir)
+            .output();
         assert_exit(&o, 0);
     }
     let cmp = out("flash-vs-disk");
-    let o = dbio(&[
-        "compare",
-        out("flash").to_str().unwrap(),
-        out("disk").to_str().unwrap(),
-        "--out",
-        cmp.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("compare")
+        .arg(out("flash"))
+        .arg(out("disk"))
+        .out(&cmp)
+        .output();
     assert_exit(&o, 0);
     let text = std::fs::read_to_string(cmp.join("compare.txt")).unwrap();
     assert!(

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use dbio_core::history::HistoryStore;
 use dbio_core::history::record::parse_document;
-use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, stderr, stdout};
 use serde_json::Value;
 
 /// A real 1 s run's result.json (PostgreSQL 16 scratch cluster), made once for every test.
@@ -19,16 +19,7 @@ fn template() -> &'static Value {
         pg.load("1", "1000blocks");
         let work = tempfile::tempdir().unwrap();
         let out = work.path().join("r");
-        let o = dbio(&[
-            "run",
-            "--dsn",
-            &pg.dsn(),
-            "--run-time",
-            "1s",
-            "-q",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = pg.dbio("run").run_time("1s").quiet().out(&out).output();
         assert_exit(&o, 0);
         dbio_tests::read_result(&out)
     })
@@ -114,25 +105,20 @@ impl Gate {
     /// `dbio history add` of these documents; asserts it added them all.
     fn add(&mut self, docs: &[Value]) {
         let files: Vec<PathBuf> = docs.iter().map(|d| self.file(d)).collect();
-        let mut args = vec!["history", "add", "--store", &self.store, "--tag", "t"];
-        let names: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
-        args.extend(names);
-        assert_exit(&dbio(&args), 0);
+        let add = Dbio::new("history add")
+            .store(&self.store)
+            .opt("--tag", "t")
+            .args(&files);
+        assert_exit(&add.output(), 0);
     }
 
     fn check(&self, extra: &[&str]) -> (i32, Value) {
-        let mut args = vec![
-            "history",
-            "check",
-            "--store",
-            &self.store,
-            "--metric",
-            "client_ops_per_s",
-            "--format",
-            "json",
-        ];
-        args.extend_from_slice(extra);
-        let o = dbio(&args);
+        let o = Dbio::new("history check")
+            .store(&self.store)
+            .opt("--metric", "client_ops_per_s")
+            .opt("--format", "json")
+            .args(extra)
+            .output();
         let code = o.status.code().unwrap();
         assert!(code == 0 || code == 1, "{}{}", stdout(&o), stderr(&o));
         (
@@ -153,7 +139,10 @@ fn series<'a>(doc: &'a Value, label: &str) -> &'a Value {
 }
 
 fn run_ids(store: &str) -> Vec<i64> {
-    let o = dbio(&["history", "list", "--store", store, "--format", "json"]);
+    let o = Dbio::new("history list")
+        .store(store)
+        .opt("--format", "json")
+        .output();
     assert_exit(&o, 0);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     v.as_array()
@@ -246,19 +235,13 @@ fn a_reverted_improvement_is_red_until_accepted_and_a_retired_series_is_not_chec
     assert!(s["state"] == "new" || s["state"] == "ongoing", "{s:#}");
     let ids = run_ids(&g.store);
     assert_eq!(s["since"]["run"], ids[20], "{s:#}");
-    let o = dbio(&[
-        "history",
-        "accept",
-        "revert",
-        "--store",
-        &g.store,
-        "--from",
-        &ids[20].to_string(),
-        "--reason",
-        "the read-ahead change was reverted on purpose",
-        "--by",
-        "dba",
-    ]);
+    let o = Dbio::new("history accept")
+        .arg("revert")
+        .store(&g.store)
+        .opt("--from", ids[20].to_string())
+        .opt("--reason", "the read-ahead change was reverted on purpose")
+        .opt("--by", "dba")
+        .output();
     assert_exit(&o, 0);
     let (code, doc) = g.check(&[]);
     let s = series(&doc, "revert");
@@ -271,15 +254,21 @@ fn a_reverted_improvement_is_red_until_accepted_and_a_retired_series_is_not_chec
     );
     assert_eq!(m["accepted"]["decided_by"], "dba");
     // A run of another series is refused as --from.
-    let o = dbio(&[
-        "history", "accept", "revert", "--store", &g.store, "--from", "9999", "--reason", "x",
-    ]);
+    let o = Dbio::new("history accept")
+        .arg("revert")
+        .store(&g.store)
+        .opt("--from", "9999")
+        .opt("--reason", "x")
+        .output();
     assert_exit(&o, 2);
     assert_exit(
-        &dbio(&["history", "retire", "revert", "--store", &g.store]),
+        &Dbio::new("history retire")
+            .arg("revert")
+            .store(&g.store)
+            .output(),
         0,
     );
-    let o = dbio(&["history", "check", "--store", &g.store]);
+    let o = Dbio::new("history check").store(&g.store).output();
     assert_exit(&o, 0);
     assert!(
         stdout(&o).contains("retired, not checked"),
@@ -389,14 +378,10 @@ fn an_upgrade_with_a_drop_is_red_and_names_the_upgrade() {
             .contains("upgrade to PostgreSQL 18.1"),
         "{m:#}"
     );
-    let o = dbio(&[
-        "history",
-        "check",
-        "--store",
-        &g.store,
-        "--metric",
-        "client_ops_per_s",
-    ]);
+    let o = Dbio::new("history check")
+        .store(&g.store)
+        .opt("--metric", "client_ops_per_s")
+        .output();
     assert!(
         stdout(&o).contains("with the upgrade to PostgreSQL 18.1"),
         "{}",
@@ -554,16 +539,13 @@ fn add_names_every_bad_file_and_adds_the_good_ones() {
     std::fs::write(&bad, "{ not json").unwrap();
     let b = g.file(&night("add", 2, 1010.0, "17.2", false));
     let missing = g.dir.path().join("missing.json");
-    let o = dbio(&[
-        "history",
-        "add",
-        "--store",
-        &g.store,
-        a.to_str().unwrap(),
-        bad.to_str().unwrap(),
-        b.to_str().unwrap(),
-        missing.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("history add")
+        .store(&g.store)
+        .arg(&a)
+        .arg(&bad)
+        .arg(&b)
+        .arg(&missing)
+        .output();
     assert_exit(&o, 1);
     let err = stderr(&o);
     assert!(
@@ -597,9 +579,10 @@ fn add_names_every_bad_file_and_adds_the_good_ones() {
         cur[*last] = value;
         forged.push(g.file(&d));
     }
-    let mut args = vec!["history", "add", "--store", &g.store];
-    args.extend(forged.iter().map(|f| f.to_str().unwrap()));
-    let o = dbio(&args);
+    let o = Dbio::new("history add")
+        .store(&g.store)
+        .args(&forged)
+        .output();
     assert_exit(&o, 1);
     let err = stderr(&o);
     assert!(err.contains("4 of 4 file(s) not added"), "{err}");
@@ -612,9 +595,11 @@ fn add_names_every_bad_file_and_adds_the_good_ones() {
     }
     assert_eq!(run_ids(&g.store).len(), 2, "nothing forged was stored");
     // JSON of show and list parse and carry the figures.
-    let o = dbio(&[
-        "history", "show", "2", "--store", &g.store, "--format", "json",
-    ]);
+    let o = Dbio::new("history show")
+        .arg("2")
+        .store(&g.store)
+        .opt("--format", "json")
+        .output();
     assert_exit(&o, 0);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["record"]["steps"][0]["client_ops_per_s"], 1010.0);
@@ -683,28 +668,20 @@ fn a_drop_with_the_platform_canary_is_labelled_platform() {
     let mut g = Gate::sqlite();
     let file = g.dir.path().join("cal.dat");
     let out = g.dir.path().join("cal");
-    let o = dbio(&[
-        "calibrate",
-        "--path",
-        file.to_str().unwrap(),
-        "--create",
-        "--size",
-        "32MB",
-        "--levels",
-        "1",
-        "--duration",
-        "1s",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-        "--record",
-        "--store",
-        &g.store,
-        "--tag",
-        "night-0",
-    ]);
+    let o = Dbio::new("calibrate")
+        .opt("--path", &file)
+        .arg("--create")
+        .opt("--size", "32MB")
+        .opt("--levels", "1")
+        .opt("--duration", "1s")
+        .out(&out)
+        .quiet()
+        .arg("--record")
+        .store(&g.store)
+        .opt("--tag", "night-0")
+        .output();
     assert_exit(&o, 0);
-    let list = dbio(&["history", "list", "--store", &g.store]);
+    let list = Dbio::new("history list").store(&g.store).output();
     assert!(
         stdout(&list).contains("calibrate") && stdout(&list).contains("platform ["),
         "{}",
@@ -792,17 +769,12 @@ fn the_gate_works_on_a_postgresql_store() {
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(series(&doc, "pg")["state"], "ongoing");
     let ids = run_ids(&store);
-    let o = dbio(&[
-        "history",
-        "accept",
-        "pg",
-        "--store",
-        &store,
-        "--from",
-        &ids[15].to_string(),
-        "--reason",
-        "new storage tier",
-    ]);
+    let o = Dbio::new("history accept")
+        .arg("pg")
+        .store(&store)
+        .opt("--from", ids[15].to_string())
+        .opt("--reason", "new storage tier")
+        .output();
     assert_exit(&o, 0);
     let (code, doc) = g.check(&[]);
     assert_eq!(code, 0, "{doc:#}");
@@ -818,9 +790,11 @@ fn filters_keep_what_they_name_and_check_judges_only_those_runs() {
     let mut g = Gate::sqlite();
     let add = |g: &mut Gate, docs: &[Value], tag: &str| {
         let files: Vec<PathBuf> = docs.iter().map(|d| g.file(d)).collect();
-        let mut args = vec!["history", "add", "--store", &g.store, "--tag", tag];
-        args.extend(files.iter().map(|f| f.to_str().unwrap()));
-        assert_exit(&dbio(&args), 0);
+        let add = Dbio::new("history add")
+            .store(&g.store)
+            .opt("--tag", tag)
+            .args(&files);
+        assert_exit(&add.output(), 0);
     };
     let old: Vec<Value> = (1..=10)
         .map(|i| {
@@ -847,9 +821,11 @@ fn filters_keep_what_they_name_and_check_judges_only_those_runs() {
         .collect();
     add(&mut g, &new, "new");
     let list = |extra: &[&str]| -> Vec<Value> {
-        let mut args = vec!["history", "list", "--store", &g.store, "--format", "json"];
-        args.extend_from_slice(extra);
-        let o = dbio(&args);
+        let o = Dbio::new("history list")
+            .store(&g.store)
+            .opt("--format", "json")
+            .args(extra)
+            .output();
         assert_exit(&o, 0);
         serde_json::from_slice::<Value>(&o.stdout)
             .unwrap()
@@ -867,14 +843,10 @@ fn filters_keep_what_they_name_and_check_judges_only_those_runs() {
     assert_eq!(list(&["--last", "3"]).len(), 3);
     // Night 12 starts 2026-01-13T02:00Z: nights 12, 13 and 14 are on or after that day.
     assert_eq!(list(&["--since", "2026-01-13"]).len(), 3);
-    let bad = dbio(&[
-        "history",
-        "list",
-        "--store",
-        &g.store,
-        "--since",
-        "yesterday",
-    ]);
+    let bad = Dbio::new("history list")
+        .store(&g.store)
+        .opt("--since", "yesterday")
+        .output();
     assert_exit(&bad, 2);
     assert!(
         stderr(&bad).contains("--since yesterday"),
@@ -893,9 +865,11 @@ fn filters_keep_what_they_name_and_check_judges_only_those_runs() {
     let (code, doc) = g.check(&["--label", "flt", "--step", &step]);
     assert_eq!(code, 1, "{doc:#}");
     assert_eq!(series(&doc, "flt")["step"], step.as_str());
-    let none = dbio(&[
-        "history", "check", "--store", &g.store, "--label", "flt", "--step", "r99-w0",
-    ]);
+    let none = Dbio::new("history check")
+        .store(&g.store)
+        .opt("--label", "flt")
+        .opt("--step", "r99-w0")
+        .output();
     assert_exit(&none, 2);
     assert!(
         stderr(&none).contains("no runs labelled flt at step r99-w0"),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use dbio_core::history::record::parse_document;
 use dbio_core::history::{Added, HistoryStore};
-use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, stderr, stdout};
 
 /// Each session thinks 5 ms before every operation, so the think time, not this busy 2-core
 /// host's CPU, sets the pace of an unchanged setup (at most 200 operations/s; seen: a 1 ms think
@@ -19,20 +19,14 @@ use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
 const CONFIG: &str = "data:\n  schemas: 1\n  scale: 6000blocks\nrun:\n  readers: 1\n  writers: 0\n  run_time: 1s\n  work_unit: 512\n  label: hist\n  think_time: {frequency: 1, min: 5ms, max: 5ms}\nhistory:\n  min_magnitude_pct: 50\n  metrics:\n    client_read_p99_us: {min_magnitude_pct: 300}\n    db_avg_read_latency_us: {min_magnitude_pct: 300}\n";
 
 fn run_recorded(pg: &TestCluster, config: &Path, store: &str, out: &Path, tag: &str) {
-    let o = dbio(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dsn",
-        &pg.dsn(),
-        "--out",
-        out.to_str().unwrap(),
-        "--record",
-        "--store",
-        store,
-        "--tag",
-        tag,
-    ]);
+    let o = pg
+        .dbio("run")
+        .config(config)
+        .out(out)
+        .arg("--record")
+        .store(store)
+        .opt("--tag", tag)
+        .output();
     assert_exit(&o, 0);
     // The confirmation is a note on stderr: stdout stays the report (or JSON).
     assert!(stderr(&o).contains("history: recorded"), "{}", stderr(&o));
@@ -96,9 +90,7 @@ impl Drop for SlowServer {
 }
 
 fn check(store: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["history", "check", "--store", store];
-    args.extend_from_slice(extra);
-    dbio(&args)
+    Dbio::new("history check").store(store).args(extra).output()
 }
 
 // 10 runs of one unchanged setup give no alarm; 4 more on a server slowed by a CPU quota are
@@ -193,7 +185,7 @@ fn ten_unchanged_runs_pass_and_four_on_a_slower_server_are_found() {
     );
 
     // list shows every run, oldest first.
-    let o = dbio(&["history", "list", "--store", store]);
+    let o = Dbio::new("history list").store(store).output();
     assert_exit(&o, 0);
     let list = stdout(&o);
     for i in 1..=14 {
@@ -206,15 +198,11 @@ fn ten_unchanged_runs_pass_and_four_on_a_slower_server_are_found() {
 
     // The report: an SVG per step and metric, each point titled, the change point marked.
     let out = work.path().join("report");
-    let o = dbio(&[
-        "history",
-        "report",
-        "--store",
-        store,
-        "--allow-cache",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("history report")
+        .store(store)
+        .arg("--allow-cache")
+        .out(&out)
+        .output();
     assert_exit(&o, 0);
     let html = std::fs::read_to_string(out.join("history.html")).unwrap();
     let options = roxmltree::ParsingOptions {
@@ -295,22 +283,15 @@ fn assert_round_trip(store: &mut dyn HistoryStore, dir: &Path) {
 }
 
 fn one_run(pg: &TestCluster, out: &Path) {
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--run-time",
-        "1s",
-        "--label",
-        "rt",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .run_time("1s")
+        .opt("--label", "rt")
+        .quiet()
+        .out(out)
+        .output();
     assert_exit(&o, 0);
 }
 
@@ -325,14 +306,11 @@ fn the_sqlite_store_round_trips_a_result_exactly() {
     assert_round_trip(&mut store, &work.path().join("r"));
     drop(store);
     // Reopening migrates nothing and keeps the run; `show --document` prints it exactly.
-    let o = dbio(&[
-        "history",
-        "show",
-        "1",
-        "--document",
-        "--store",
-        path.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("history show")
+        .arg("1")
+        .arg("--document")
+        .store(&path)
+        .output();
     assert_exit(&o, 0);
     assert_eq!(
         o.stdout,
@@ -436,22 +414,17 @@ async fn the_postgresql_store_round_trips_a_result_exactly() {
 // error, because the store flag required --record even when set from the environment.
 #[test]
 fn an_exported_store_does_not_break_a_run_without_record() {
-    let o = dbio_tests::dbio_env(
-        &[
-            "run",
-            "--dsn",
-            "host=127.0.0.1 port=1 user=postgres",
-            "--run-time",
-            "1s",
-            "-q",
-        ],
-        &[("DBIO_HISTORY_STORE", "/nonexistent/history.sqlite")],
-    );
+    let o = Dbio::new("run")
+        .dsn("host=127.0.0.1 port=1 user=postgres")
+        .run_time("1s")
+        .quiet()
+        .env("DBIO_HISTORY_STORE", "/nonexistent/history.sqlite")
+        .output();
     assert_exit(&o, 2);
     let err = dbio_tests::stderr(&o);
     assert!(err.contains("cannot connect"), "{err}");
     // A tag without --record is still a usage error that says what is missing.
-    let o = dbio(&["run", "--tag", "x"]);
+    let o = Dbio::new("run").opt("--tag", "x").output();
     assert_exit(&o, 2);
     assert!(dbio_tests::stderr(&o).contains("--record"));
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use dbio_tests::{
-    NamespacedServer, TestCluster, assert_exit, assert_valid_result, dbio, num, read_result,
+    Dbio, NamespacedServer, TestCluster, assert_exit, assert_valid_result, num, read_result,
     require_root, stdout,
 };
 use serde_json::Value;
@@ -25,24 +25,16 @@ fn diskstats(name: &str) -> (f64, f64) {
 
 /// A run of the two-schema data set on `server`, its result read back and validated.
 fn run_on(server: &NamespacedServer, out: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "run",
-        "--dsn",
-        &server.dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        "4000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        "3s",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    assert_exit(&dbio(&args), 0);
+    let run = server
+        .dbio("run")
+        .schemas(2)
+        .scale("4000blocks")
+        .readers(2)
+        .run_time("3s")
+        .quiet()
+        .out(out)
+        .args(extra);
+    assert_exit(&run.output(), 0);
     let r = read_result(out);
     assert_valid_result(&r);
     r
@@ -74,16 +66,12 @@ async fn a_server_in_its_own_mount_namespace_is_measured_through_the_connection(
     server.learn_postmaster().await;
     let c = connect(&server.dsn).await;
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &server.dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "4000blocks",
-            "-q",
-        ]),
+        &Dbio::new("setup")
+            .dsn(&server.dsn)
+            .schemas(2)
+            .scale("4000blocks")
+            .quiet()
+            .output(),
         0,
     );
 
@@ -182,25 +170,16 @@ async fn waits_counted_once(io_method: &str) {
         &[("io_method", io_method), ("debug_io_direct", "data")],
     );
     pg.load("2", "2000blocks");
-    let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "2000blocks",
-            "--readers",
-            "2",
-            "--run-time",
-            "4s",
-            "-q",
-            "--out",
-            out.path().to_str().unwrap(),
-        ]),
+        &pg.dbio("run")
+            .schemas(2)
+            .scale("2000blocks")
+            .readers(2)
+            .run_time("4s")
+            .quiet()
+            .out(out.path())
+            .output(),
         0,
     );
     let r = read_result(out.path());
@@ -294,12 +273,13 @@ async fn a_monitor_role_runs_everything_and_is_told_what_to_grant() {
     .unwrap();
     let dsn = pg.dsn().replace("user=postgres", "user=bench");
     assert!(dsn.contains("user=bench"), "{dsn}");
-    let data = ["--schemas", "2", "--scale", "1000blocks"];
     let with = |cmd: &str, rest: &[&str]| {
-        let mut a = vec![cmd, "--dsn", dsn.as_str()];
-        a.extend(data);
-        a.extend(rest);
-        dbio(&a)
+        Dbio::new(cmd)
+            .dsn(&dsn)
+            .schemas(2)
+            .scale("1000blocks")
+            .args(rest)
+            .output()
     };
     assert_exit(&with("setup", &["-q"]), 0);
     let check = with("check", &[]);
@@ -383,7 +363,14 @@ async fn a_monitor_role_runs_everything_and_is_told_what_to_grant() {
     );
     assert!(host["session_read_bytes"].is_number(), "{host}");
     assert!(host["mem_total_bytes"].is_number(), "{host}");
-    assert_exit(&dbio(&["teardown", "--dsn", &dsn, "--yes", "-q"]), 0);
+    assert_exit(
+        &Dbio::new("teardown")
+            .dsn(&dsn)
+            .arg("--yes")
+            .quiet()
+            .output(),
+        0,
+    );
     let left: i64 = su
         .query_one(
             "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'user%'",
@@ -405,28 +392,27 @@ async fn backends_hidden_from_the_role_are_not_counted_as_free_slots() {
         .await
         .unwrap();
     let dsn = pg.dsn().replace("user=postgres", "user=plain");
-    let data = ["--schemas", "1", "--scale", "500blocks"];
-    let mut setup = vec!["setup", "--dsn", dsn.as_str(), "-q"];
-    setup.extend(data);
-    assert_exit(&dbio(&setup), 0);
+    let setup = Dbio::new("setup")
+        .dsn(&dsn)
+        .quiet()
+        .schemas(1)
+        .scale("500blocks");
+    assert_exit(&setup.output(), 0);
     // Three more superuser connections: with the test's own, 4 of the 7 non-reserved slots.
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(pg.client().await);
     }
     let out = tempfile::tempdir().unwrap();
-    let mut run = vec![
-        "run",
-        "--dsn",
-        dsn.as_str(),
-        "--readers",
-        "2",
-        "--run-time",
-        "1s",
-    ];
-    run.extend(data);
-    run.extend(["-q", "--out", out.path().to_str().unwrap()]);
-    let o = dbio(&run);
+    let o = Dbio::new("run")
+        .dsn(&dsn)
+        .readers(2)
+        .run_time("1s")
+        .schemas(1)
+        .scale("500blocks")
+        .quiet()
+        .out(out.path())
+        .output();
     assert_exit(&o, 2);
     let e = dbio_tests::stderr(&o);
     assert!(
@@ -441,25 +427,17 @@ async fn backends_hidden_from_the_role_are_not_counted_as_free_slots() {
 fn queue_depth(server: &NamespacedServer, read_path: &str) -> (f64, f64, String) {
     let out = tempfile::tempdir().unwrap();
     assert_exit(
-        &dbio(&[
-            "run",
-            "--dsn",
-            &server.dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "8000blocks",
-            "--readers",
-            "1",
-            "--read-path",
-            read_path,
-            "--run-time",
-            "3s",
-            "--drop-caches",
-            "-q",
-            "--out",
-            out.path().to_str().unwrap(),
-        ]),
+        &Dbio::new("run")
+            .dsn(&server.dsn)
+            .schemas(1)
+            .scale("8000blocks")
+            .readers(1)
+            .opt("--read-path", read_path)
+            .run_time("3s")
+            .arg("--drop-caches")
+            .quiet()
+            .out(out.path())
+            .output(),
         0,
     );
     let r = read_result(out.path());
@@ -498,16 +476,12 @@ async fn pg18_read_path_index_reads_one_block_at_a_time_and_bitmap_through_the_i
     ));
     server.learn_postmaster().await;
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &server.dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "8000blocks",
-            "-q",
-        ]),
+        &Dbio::new("setup")
+            .dsn(&server.dsn)
+            .schemas(1)
+            .scale("8000blocks")
+            .quiet()
+            .output(),
         0,
     );
     let (index, index_workers, index_plan) = queue_depth(&server, "index");

@@ -6,29 +6,21 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, dbio, is_root, read_result, stderr, wait_no_dbio_sessions,
+    Dbio, TestCluster, assert_exit, is_root, read_result, stderr, wait_no_dbio_sessions,
 };
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
 
-fn run_args<'a>(dsn: &'a str, out: &'a str, schemas: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec![
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        schemas,
-        "--scale",
-        SCALE,
-        "--run-time",
-        "2s",
-        "--out",
-        out,
-        "-q",
-    ];
-    a.extend_from_slice(extra);
-    a
+fn run_args(dsn: &str, out: &str, schemas: &str, extra: &[&str]) -> Dbio {
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(schemas)
+        .scale(SCALE)
+        .run_time("2s")
+        .out(out)
+        .quiet()
+        .args(extra)
 }
 
 /// The pid of the backend whose application_name is `name`, once it appears.
@@ -51,22 +43,15 @@ async fn pid_of(c: &tokio_postgres::Client, name: &str, timeout: Duration) -> i3
 }
 
 fn spawn_run(dsn: &str, out: &str, run_time: &str, extra: &[&str]) -> Child {
-    dbio_tests::dbio_command()
-        .args([
-            "run",
-            "--dsn",
-            dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            SCALE,
-            "--run-time",
-            run_time,
-            "--out",
-            out,
-            "-q",
-        ])
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(1)
+        .scale(SCALE)
+        .run_time(run_time)
+        .out(out)
+        .quiet()
         .args(extra)
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -101,12 +86,7 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
 
     let second_out = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let second = dbio(&run_args(
-        &dsn,
-        second_out.path().to_str().unwrap(),
-        "1",
-        &[],
-    ));
+    let second = run_args(&dsn, second_out.path().to_str().unwrap(), "1", &[]).output();
     assert_exit(&second, 2);
     let e = stderr(&second);
     assert!(
@@ -125,23 +105,14 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         "a refused run writes no result"
     );
 
-    let setup = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        SCALE,
-        "-q",
-    ]);
+    let setup = pg.dbio("setup").schemas(1).scale(SCALE).quiet().output();
     assert_exit(&setup, 2);
     let e = stderr(&setup);
     assert!(
         e.contains("setup: the data set is in use") && e.contains(&format!("pid {holder}")),
         "{e}"
     );
-    let teardown = dbio(&["teardown", "--dsn", &dsn, "--yes", "-q"]);
+    let teardown = pg.dbio("teardown").arg("--yes").quiet().output();
     assert_exit(&teardown, 2);
     assert!(
         stderr(&teardown).contains("teardown: the data set is in use"),
@@ -161,7 +132,7 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
     // Another shard of the same coordinated run (its run id and another --shard) shares the
     // data set; the same shard twice does not.
     let twice_out = tempfile::tempdir().unwrap();
-    let twice = dbio(&run_args(
+    let twice = run_args(
         &dsn,
         twice_out.path().to_str().unwrap(),
         "1",
@@ -173,7 +144,8 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
             "--readers",
             "2",
         ],
-    ));
+    )
+    .output();
     assert_exit(&twice, 2);
     let e = stderr(&twice);
     assert!(
@@ -182,7 +154,7 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
         "{e}"
     );
     let shard_out = tempfile::tempdir().unwrap();
-    let shard = dbio(&run_args(
+    let shard = run_args(
         &dsn,
         shard_out.path().to_str().unwrap(),
         "1",
@@ -194,7 +166,8 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
             "--readers",
             "2",
         ],
-    ));
+    )
+    .output();
     assert_exit(&shard, 0);
     assert_eq!(read_result(shard_out.path())["status"], "ok");
     assert!(
@@ -209,16 +182,7 @@ async fn a_second_run_setup_and_teardown_during_a_run_are_refused_naming_its_hol
     // The run is over: its lock went with its connection, and setup may proceed.
     wait_no_dbio_sessions(&c, Duration::from_secs(10), "after the first run").await;
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            SCALE,
-            "-q",
-        ]),
+        &pg.dbio("setup").schemas(1).scale(SCALE).quiet().output(),
         0,
     );
 }
@@ -245,7 +209,7 @@ async fn a_second_run_under_the_same_run_id_without_shard_is_refused() {
         &["--run-id", "nightly", "--shard", "1/2", "--readers", "2"][..],
     ] {
         let out = tempfile::tempdir().unwrap();
-        let second = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "1", extra));
+        let second = run_args(&dsn, out.path().to_str().unwrap(), "1", extra).output();
         assert_exit(&second, 2);
         let e = stderr(&second);
         assert!(
@@ -276,7 +240,7 @@ async fn a_truncated_table_or_deleted_keys_are_refused_naming_the_schema() {
     c.batch_execute("TRUNCATE user2.cf1").await.unwrap();
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "2", &[]));
+    let o = run_args(&dsn, out.path().to_str().unwrap(), "2", &[]).output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -307,7 +271,7 @@ async fn a_truncated_table_or_deleted_keys_are_refused_naming_the_schema() {
         assert!(Instant::now() < deadline, "the delete never reached the statistics");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let o = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "1", &[]));
+    let o = run_args(&dsn, out.path().to_str().unwrap(), "1", &[]).output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -350,7 +314,7 @@ async fn a_table_moved_to_another_tablespace_is_named_and_recorded() {
         .unwrap();
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "1", &[]));
+    let o = run_args(&dsn, out.path().to_str().unwrap(), "1", &[]).output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     assert_eq!(r["status"], "ok");
@@ -423,7 +387,7 @@ async fn skipped_vacuum_is_named(pg: TestCluster) {
         pg.cluster.state.port
     );
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(&dsn, out.path().to_str().unwrap(), "1", &[]));
+    let o = run_args(&dsn, out.path().to_str().unwrap(), "1", &[]).output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     let warnings: Vec<&str> = r["warnings"]
@@ -444,12 +408,13 @@ async fn skipped_vacuum_is_named(pg: TestCluster) {
     assert_eq!(vacuums(&c).await, before, "no VACUUM ran");
 
     // The owner's run does vacuum, and says nothing of a skip.
-    let o = dbio(&run_args(
+    let o = run_args(
         &pg.dsn(),
         out.path().to_str().unwrap(),
         "1",
         &["--overwrite"],
-    ));
+    )
+    .output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     assert!(
@@ -540,12 +505,13 @@ async fn read_paths_are_recorded_and_run(
     for &(engine, path, scan) in cases {
         let before = index_counters(&c).await;
         let out = tempfile::tempdir().unwrap();
-        let o = dbio(&run_args(
+        let o = run_args(
             &dsn,
             out.path().to_str().unwrap(),
             "1",
             &["--engine", engine, "--read-path", path],
-        ));
+        )
+        .output();
         assert_exit(&o, 0);
         let r = read_result(out.path());
         assert_eq!(r["status"], "ok");
@@ -595,12 +561,13 @@ async fn a_plan_that_is_not_the_read_path_asked_for_is_refused() {
     pg.load("1", SCALE);
     let dsn = format!("{} options='-c enable_indexscan=off'", pg.dsn());
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(
+    let o = run_args(
         &dsn,
         out.path().to_str().unwrap(),
         "1",
         &["--read-path", "index"],
-    ));
+    )
+    .output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -611,12 +578,13 @@ async fn a_plan_that_is_not_the_read_path_asked_for_is_refused() {
     );
     assert!(!out.path().join("result.json").exists());
     // The same server setting leaves the bitmap path as it is.
-    let o = dbio(&run_args(
+    let o = run_args(
         &dsn,
         out.path().to_str().unwrap(),
         "1",
         &["--read-path", "bitmap"],
-    ));
+    )
+    .output();
     assert_exit(&o, 0);
     assert_eq!(
         read_result(out.path())["environment"]["read_path"]["scan"],

@@ -5,15 +5,14 @@
 use std::path::Path;
 
 use dbio_tests::{
-    BlkioCgroup, NamespaceOptions, NamespacedServer, TestCluster, assert_exit, dbio, num,
+    BlkioCgroup, Dbio, NamespaceOptions, NamespacedServer, TestCluster, assert_exit, num,
     read_result, require_pg, require_root,
 };
 use serde_json::Value;
 
 fn run(dsn: &str, out: &Path, args: &[&str]) -> Value {
-    let mut a = vec!["run", "--dsn", dsn, "-q", "--out", out.to_str().unwrap()];
-    a.extend(args);
-    assert_exit(&dbio(&a), 0);
+    let run = Dbio::new("run").dsn(dsn).quiet().out(out).args(args);
+    assert_exit(&run.output(), 0);
     read_result(out)
 }
 
@@ -85,9 +84,7 @@ async fn a_throttled_device_is_capped_by_its_cgroup_and_flat_in_a_ramp_when_hidd
     });
     server.learn_postmaster().await;
     let data = ["--schemas", "1", "--scale", "4000blocks"];
-    let mut setup = vec!["setup", "--dsn", server.dsn.as_str(), "-q"];
-    setup.extend(data);
-    assert_exit(&dbio(&setup), 0);
+    assert_exit(&server.dbio("setup").quiet().args(data).output(), 0);
     cgroup.throttle_read_iops(&server.dev_number(), 400);
 
     let out = tempfile::tempdir().unwrap();
@@ -119,22 +116,15 @@ async fn a_throttled_device_is_capped_by_its_cgroup_and_flat_in_a_ramp_when_hidd
     )
     .unwrap();
     let ramp_dir = out.path().join("ramp");
-    let mut ramp = vec![
-        "ramp",
-        "--dsn",
-        server.dsn.as_str(),
-        "--readers",
-        "1,2,4",
-        "--work-unit",
-        "8",
-        "--run-time",
-        "3s",
-        "-q",
-        "--out",
-        ramp_dir.to_str().unwrap(),
-    ];
-    ramp.extend(data);
-    assert_exit(&dbio(&ramp), 0);
+    let ramp = server
+        .dbio("ramp")
+        .readers("1,2,4")
+        .opt("--work-unit", "8")
+        .run_time("3s")
+        .quiet()
+        .out(&ramp_dir)
+        .args(data);
+    assert_exit(&ramp.output(), 0);
     let step = read_result(&ramp_dir.join("step-01-r1-w0"));
     assert!(step["limits"]["caps"].is_null(), "{}", step["limits"]);
     let why = step["limits"]["null_reasons"]["caps"]
@@ -250,9 +240,7 @@ async fn a_remote_servers_page_cache_is_read_through_pgfincore() {
     });
     c.batch_execute("CREATE EXTENSION pgfincore").await.unwrap();
     let data = ["--schemas", "1", "--scale", "4000blocks"];
-    let mut setup = vec!["setup", "--dsn", server.dsn.as_str(), "-q"];
-    setup.extend(data);
-    assert_exit(&dbio(&setup), 0);
+    assert_exit(&server.dbio("setup").quiet().args(data).output(), 0);
     let out = tempfile::tempdir().unwrap();
     let mut r = Value::Null;
     for attempt in 1..=3 {
@@ -386,24 +374,15 @@ async fn pg18_index_path_keeps_one_read_in_flight_per_reader() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("ramp");
     assert_exit(
-        &dbio(&[
-            "ramp",
-            "--dsn",
-            &pg.dsn(),
-            "--schemas",
-            "1",
-            "--scale",
-            "8000blocks",
-            "--readers",
-            "1,2",
-            "--read-path",
-            "index",
-            "--run-time",
-            "2s",
-            "-q",
-            "--out",
-            dir.to_str().unwrap(),
-        ]),
+        &pg.dbio("ramp")
+            .schemas(1)
+            .scale("8000blocks")
+            .readers("1,2")
+            .opt("--read-path", "index")
+            .run_time("2s")
+            .quiet()
+            .out(&dir)
+            .output(),
         0,
     );
     for (step, readers) in [("step-01-r1-w0", 1.0), ("step-02-r2-w0", 2.0)] {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dbio_core::stats::{decode_histogram, new_histogram};
-use dbio_tests::{TestCluster, assert_exit, dbio, idx_scans, num, read_result, stderr};
+use dbio_tests::{Dbio, TestCluster, assert_exit, idx_scans, num, read_result, stderr};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -21,28 +21,16 @@ fn run_with(
     readers: &str,
     extra: &[&str],
 ) -> std::process::Output {
-    let mut args = vec![
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        readers,
-        "--run-time",
-        run_time,
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    dbio(&args)
-}
-
-fn strs(paths: &[PathBuf]) -> Vec<&str> {
-    paths.iter().map(|p| p.to_str().unwrap()).collect()
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(2)
+        .scale(SCALE)
+        .readers(readers)
+        .run_time(run_time)
+        .out(out)
+        .quiet()
+        .args(extra)
+        .output()
 }
 
 fn n(v: &Value, path: &[&str]) -> u64 {
@@ -93,10 +81,11 @@ async fn three_shard_processes_merge_into_one_exact_result() {
     }
     let after = idx_scans(&c).await;
     let merged_dir = work.path().join("merged");
-    let mut args = vec!["merge"];
-    args.extend(strs(&dirs));
-    args.extend(["--max-skew", "4s", "--out", merged_dir.to_str().unwrap()]);
-    let o = dbio(&args);
+    let o = Dbio::new("merge")
+        .args(&dirs)
+        .opt("--max-skew", "4s")
+        .out(&merged_dir)
+        .output();
     assert_exit(&o, 0);
     assert!(stderr(&o).contains("3 shards"), "{}", stderr(&o));
 
@@ -172,33 +161,27 @@ async fn three_shard_processes_merge_into_one_exact_result() {
 
     // A merged result is a result: report, compare, regress and history take it.
     let merged_json = merged_dir.join("result.json");
-    let report = dbio(&["report", merged_json.to_str().unwrap()]);
+    let report = Dbio::new("report").arg(&merged_json).output();
     assert_exit(&report, 0);
     let first_json = dirs[0].join("result.json");
     assert_exit(
-        &dbio(&[
-            "compare",
-            first_json.to_str().unwrap(),
-            merged_json.to_str().unwrap(),
-        ]),
+        &Dbio::new("compare")
+            .arg(&first_json)
+            .arg(&merged_json)
+            .output(),
         0,
     );
-    let regress = dbio(&[
-        "regress",
-        "--baseline",
-        merged_json.to_str().unwrap(),
-        merged_json.to_str().unwrap(),
-    ]);
+    let regress = Dbio::new("regress")
+        .opt("--baseline", &merged_json)
+        .arg(&merged_json)
+        .output();
     assert_exit(&regress, 0);
     let store = work.path().join("history.sqlite");
     assert_exit(
-        &dbio(&[
-            "history",
-            "add",
-            merged_json.to_str().unwrap(),
-            "--store",
-            store.to_str().unwrap(),
-        ]),
+        &Dbio::new("history add")
+            .arg(&merged_json)
+            .store(&store)
+            .output(),
         0,
     );
 }
@@ -231,10 +214,7 @@ async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
     assert_exit(&run(&dsn, &w, "1s", &["--work-unit", "8"]), 0);
     let merge = |inputs: &[&Path]| {
         let out = work.path().join("out");
-        let mut args = vec!["merge"];
-        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
-        args.extend(["--out", out.to_str().unwrap()]);
-        let o = dbio(&args);
+        let o = Dbio::new("merge").args(inputs).out(&out).output();
         (o, out)
     };
 
@@ -279,7 +259,7 @@ async fn merge_refuses_other_shapes_other_runs_and_windows_apart() {
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
     // One result alone is not a merge.
-    let o = dbio(&["merge", a.to_str().unwrap()]);
+    let o = Dbio::new("merge").arg(&a).output();
     assert_exit(&o, 2);
 }
 
@@ -294,7 +274,7 @@ async fn merge_refuses_a_document_twice_a_forged_shard_and_an_input_as_output() 
     let a = work.path().join("a");
     assert_exit(&run(&pg.dsn(), &a, "1s", &[]), 0);
     let a_json = a.join("result.json");
-    let merge = |args: &[&str]| dbio(&[&["merge"], args].concat());
+    let merge = |args: &[&str]| Dbio::new("merge").args(args).output();
     let s = |p: &Path| p.to_str().unwrap().to_string();
 
     // The same document twice: a hard link, a copy, a copy with a new label.
@@ -338,22 +318,13 @@ async fn merge_refuses_a_document_twice_a_forged_shard_and_an_input_as_output() 
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("histogram holds"), "{}", stderr(&o));
     // `history add` goes on past a bad file and exits 1 when any was not added.
-    let store = s(&work.path().join("h.db"));
+    let store = work.path().join("h.db");
     for (args, code) in [
-        (vec!["report".to_string(), s(&f)], 2),
-        (vec!["compare".into(), s(&x), s(&f)], 2),
-        (
-            vec![
-                "history".into(),
-                "add".into(),
-                s(&f),
-                "--store".into(),
-                store,
-            ],
-            1,
-        ),
+        (Dbio::new("report").arg(&f), 2),
+        (Dbio::new("compare").arg(&x).arg(&f), 2),
+        (Dbio::new("history add").arg(&f).store(&store), 1),
     ] {
-        let o = dbio(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let o = args.output();
         assert_exit(&o, code);
         assert!(
             stderr(&o).contains("the figures were changed"),
@@ -430,26 +401,20 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
                 let (dsn, start) = (dsn.as_str(), start.as_str());
                 s.spawn(move || {
                     let shard = format!("{k}/3");
-                    let mut args = vec![
-                        "run",
-                        "--dsn",
-                        dsn,
-                        "--schemas",
-                        "2",
-                        "--scale",
-                        SCALE,
-                        "--readers",
-                        "3",
-                        "--run-time",
-                        "3s",
-                        "--out",
-                    ];
-                    args.push(d.to_str().unwrap());
-                    args.extend(["-q", "--run-id", "sharded", "--shard", &shard]);
-                    // The collector where --collector-shard says, not shard 0.
-                    args.extend(["--collector-shard", "2"]);
-                    args.extend(["--start-at", start]);
-                    dbio(&args)
+                    Dbio::new("run")
+                        .dsn(dsn)
+                        .schemas(2)
+                        .scale(SCALE)
+                        .readers(3)
+                        .run_time("3s")
+                        .out(d)
+                        .quiet()
+                        .opt("--run-id", "sharded")
+                        .opt("--shard", &shard)
+                        // The collector where --collector-shard says, not shard 0.
+                        .opt("--collector-shard", "2")
+                        .opt("--start-at", start)
+                        .output()
                 })
             })
             .collect();
@@ -504,10 +469,7 @@ async fn shards_started_at_one_instant_run_their_share_and_merge() {
     );
 
     let merged_dir = work.path().join("merged");
-    let mut args = vec!["merge"];
-    args.extend(strs(&dirs));
-    args.extend(["--out", merged_dir.to_str().unwrap()]);
-    let o = dbio(&args);
+    let o = Dbio::new("merge").args(&dirs).out(&merged_dir).output();
     assert_exit(&o, 0);
     let m = read_result(&merged_dir);
     let reads = n(&m, &["client", "read", "count"]);
@@ -567,24 +529,18 @@ async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
                 let (dsn, start) = (dsn.as_str(), start.as_str());
                 s.spawn(move || {
                     let shard = format!("{k}/3");
-                    let mut args = vec![
-                        "run",
-                        "--dsn",
-                        dsn,
-                        "--schemas",
-                        "2",
-                        "--scale",
-                        "2000blocks",
-                        "--readers",
-                        "6",
-                        "--run-time",
-                        "3s",
-                        "-q",
-                        "--out",
-                    ];
-                    args.push(d.to_str().unwrap());
-                    args.extend(["--run-id", "direct", "--shard", &shard, "--start-at", start]);
-                    dbio(&args)
+                    Dbio::new("run")
+                        .dsn(dsn)
+                        .schemas(2)
+                        .scale("2000blocks")
+                        .readers(6)
+                        .run_time("3s")
+                        .quiet()
+                        .out(d)
+                        .opt("--run-id", "direct")
+                        .opt("--shard", &shard)
+                        .opt("--start-at", start)
+                        .output()
                 })
             })
             .collect();
@@ -623,10 +579,7 @@ async fn three_shards_of_a_direct_io_server_merge_their_waits_and_reads() {
     );
 
     let merged_dir = work.path().join("merged");
-    let mut args = vec!["merge"];
-    args.extend(strs(&dirs));
-    args.extend(["--out", merged_dir.to_str().unwrap()]);
-    assert_exit(&dbio(&args), 0);
+    assert_exit(&Dbio::new("merge").args(&dirs).out(&merged_dir).output(), 0);
     let m = read_result(&merged_dir);
     let waits = &m["waits"];
     let fg = pct_sum(&waits["foreground"]);

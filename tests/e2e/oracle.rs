@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use dbio_tests::{assert_exit, dbio_env, read_result, stderr, stdout};
+use dbio_tests::{Dbio, assert_exit, read_result, stderr, stdout};
 
 fn config(dir: &std::path::Path, dsn: &str, extra: &str) -> std::path::PathBuf {
     config_with(dir, dsn, "dbiot", 2, "1000blocks", extra)
@@ -41,19 +41,19 @@ fn without_instant_client_the_user_is_told_what_to_install() {
     let empty = tempfile::tempdir().unwrap();
     // An empty library folder and no LD_LIBRARY_PATH: libclntsh cannot be found, whatever
     // this machine has installed.
-    let env = [
-        ("DBIO_ORACLE_CLIENT_LIB_DIR", empty.path().to_str().unwrap()),
-        ("LD_LIBRARY_PATH", ""),
-    ];
     for cmd in [
-        &["check"][..],
-        &["run", "--run-time", "1s"][..],
-        &["setup"][..],
-        &["teardown"][..],
+        Dbio::new("check"),
+        Dbio::new("run").run_time("1s"),
+        Dbio::new("setup"),
+        Dbio::new("teardown"),
     ] {
-        let mut args: Vec<&str> = cmd.to_vec();
-        args.extend(["-c", cfg.to_str().unwrap(), "-q"]);
-        let out = dbio_env(&args, &env);
+        let out = cmd
+            .clone()
+            .config(&cfg)
+            .quiet()
+            .env("DBIO_ORACLE_CLIENT_LIB_DIR", empty.path())
+            .env("LD_LIBRARY_PATH", "")
+            .output();
         assert_exit(&out, 2);
         let err = stderr(&out);
         assert!(
@@ -73,7 +73,7 @@ fn without_instant_client_the_user_is_told_what_to_install() {
 fn a_target_without_a_user_is_refused_before_connecting() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "//db.example:1521/ORCL", "");
-    let out = dbio_env(&["check", "-c", cfg.to_str().unwrap()], &[]);
+    let out = Dbio::new("check").config(&cfg).output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("user@//host:port/service"),
@@ -81,7 +81,7 @@ fn a_target_without_a_user_is_refused_before_connecting() {
         stderr(&out)
     );
     // Ramp runs on Oracle too (issue 14): it refuses the same target the same way.
-    let out = dbio_env(&["ramp", "-c", cfg.to_str().unwrap()], &[]);
+    let out = Dbio::new("ramp").config(&cfg).output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("user@//host:port/service"),
@@ -100,10 +100,11 @@ fn config_shows_the_oracle_target_and_a_bad_prefix_is_refused_first() {
         "system/not-printed@//db.example:1521/ORCLPDB1",
         "",
     );
-    let out = dbio_env(
-        &["config", "-c", cfg.to_str().unwrap(), "check"],
-        &[("DBIO_ORACLE_DSN", "")],
-    );
+    let out = Dbio::new("config")
+        .config(&cfg)
+        .arg("check")
+        .env("DBIO_ORACLE_DSN", "")
+        .output();
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
@@ -122,7 +123,7 @@ fn config_shows_the_oracle_target_and_a_bad_prefix_is_refused_first() {
         "64blocks",
         "",
     );
-    let out = dbio_env(&["setup", "-c", bad.to_str().unwrap(), "-q"], &[]);
+    let out = Dbio::new("setup").config(&bad).quiet().output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("makes user names of 31 characters"),
@@ -176,7 +177,11 @@ fn end_to_end_against_a_real_oracle_database() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &dsn, "");
     let cfg = cfg.to_str().unwrap();
-    let out = dbio_env(&["setup", "-c", cfg, "--force", "-q"], &[]);
+    let out = Dbio::new("setup")
+        .config(cfg)
+        .arg("--force")
+        .quiet()
+        .output();
     assert_exit(&out, 0);
     // The password is generated, recorded in the admin's catalog, never the user name.
     let c = sql();
@@ -188,7 +193,7 @@ fn end_to_end_against_a_real_oracle_database() {
         )
         .unwrap();
     assert!(pw.is_some_and(|p| p.len() == 24 && !p.eq_ignore_ascii_case("DBIOT1")));
-    let out = dbio_env(&["check", "-c", cfg], &[]);
+    let out = Dbio::new("check").config(cfg).output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("one row per block"),
@@ -196,25 +201,15 @@ fn end_to_end_against_a_real_oracle_database() {
         stdout(&out)
     );
     let res = dir.path().join("res");
-    let out = dbio_env(
-        &[
-            "run",
-            "-c",
-            cfg,
-            "--readers",
-            "2",
-            "--writers",
-            "1",
-            "--update-pct",
-            "30",
-            "--run-time",
-            "5s",
-            "-q",
-            "--out",
-            res.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = Dbio::new("run")
+        .config(cfg)
+        .readers(2)
+        .writers(1)
+        .opt("--update-pct", "30")
+        .run_time("5s")
+        .quiet()
+        .out(&res)
+        .output();
     assert_exit(&out, 0);
     let r = read_result(&res);
     assert_eq!(r["engine"], "oracle");
@@ -267,7 +262,7 @@ fn end_to_end_against_a_real_oracle_database() {
         "{report}"
     );
     assert!(report.contains("FILE|SESSIONS|ELAPSED|DB CPU"), "{report}");
-    let out = dbio_env(&["teardown", "-c", cfg, "--yes"], &[]);
+    let out = Dbio::new("teardown").config(cfg).arg("--yes").output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("dropped user DBIOT1"),
@@ -295,10 +290,24 @@ fn two_prefixes_ts_and_ts2_keep_their_own_users() {
         ts2.to_str().unwrap(),
         ts1.to_str().unwrap(),
     );
-    assert_exit(&dbio_env(&["setup", "-c", ts, "--force", "-q"], &[]), 0);
-    assert_exit(&dbio_env(&["setup", "-c", ts2, "--force", "-q"], &[]), 0);
+    assert_exit(
+        &Dbio::new("setup")
+            .config(ts)
+            .arg("--force")
+            .quiet()
+            .output(),
+        0,
+    );
+    assert_exit(
+        &Dbio::new("setup")
+            .config(ts2)
+            .arg("--force")
+            .quiet()
+            .output(),
+        0,
+    );
     // DBIOTS11 is schema 11 of `dbiots`: `dbiots1` may not take it.
-    let out = dbio_env(&["setup", "-c", ts1, "-q"], &[]);
+    let out = Dbio::new("setup").config(ts1).quiet().output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out)
@@ -312,14 +321,14 @@ fn two_prefixes_ts_and_ts2_keep_their_own_users() {
     names.push("DBIOTS21");
     assert_eq!(existing(&c, &names).len(), 13);
     // Teardown of `dbiots2` names DBIOTS21 only (not DBIOTS2, schema 2 of `dbiots`).
-    let out = dbio_env(&["teardown", "-c", ts2], &[]);
+    let out = Dbio::new("teardown").config(ts2).output();
     assert_exit(&out, 1);
     let plan = stdout(&out);
     assert!(
         plan.contains("would drop user DBIOTS21 ") && !plan.contains("DBIOTS2 "),
         "{plan}"
     );
-    let out = dbio_env(&["teardown", "-c", ts2, "--yes"], &[]);
+    let out = Dbio::new("teardown").config(ts2).arg("--yes").output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("dropped user DBIOTS21"),
@@ -332,8 +341,8 @@ fn two_prefixes_ts_and_ts2_keep_their_own_users() {
         12,
         "dbiots's users are untouched"
     );
-    assert_exit(&dbio_env(&["check", "-c", ts], &[]), 0);
-    let out = dbio_env(&["teardown", "-c", ts, "--yes"], &[]);
+    assert_exit(&Dbio::new("check").config(ts).output(), 0);
+    let out = Dbio::new("teardown").config(ts).arg("--yes").output();
     assert_exit(&out, 0);
     assert!(existing(&c, &names).is_empty(), "{}", stdout(&out));
 }
@@ -353,12 +362,11 @@ fn ctrl_c_during_setup_leaves_it_recorded_and_the_next_setup_resumes() {
     let cfg = config_with(dir.path(), &dsn, "dbiotc", 1, "40000blocks", "");
     let cfg = cfg.to_str().unwrap();
     let c = sql();
-    let child = dbio_tests::dbio_command()
-        .args(["setup", "-c", cfg, "--force", "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = Dbio::new("setup")
+        .config(cfg)
+        .arg("--force")
+        .quiet()
+        .spawn();
     let deadline = Instant::now() + Duration::from_secs(60);
     while catalog_state(&c, "DBIOTC1").as_deref() != Some("created") {
         assert!(Instant::now() < deadline, "setup never recorded DBIOTC1");
@@ -387,13 +395,13 @@ fn ctrl_c_during_setup_leaves_it_recorded_and_the_next_setup_resumes() {
     );
     // Recorded: the row stays, the user is dbio's; check says it is incomplete.
     assert_eq!(catalog_state(&c, "DBIOTC1").as_deref(), Some("created"));
-    let out = dbio_env(&["check", "-c", cfg], &[]);
+    let out = Dbio::new("check").config(cfg).output();
     assert_exit(&out, 1);
     // The next setup resumes it (rebuilds the incomplete schema) without --force.
-    let out = dbio_env(&["setup", "-c", cfg, "-q"], &[]);
+    let out = Dbio::new("setup").config(cfg).quiet().output();
     assert_exit(&out, 0);
-    assert_exit(&dbio_env(&["check", "-c", cfg], &[]), 0);
-    assert_exit(&dbio_env(&["teardown", "-c", cfg, "--yes"], &[]), 0);
+    assert_exit(&Dbio::new("check").config(cfg).output(), 0);
+    assert_exit(&Dbio::new("teardown").config(cfg).arg("--yes").output(), 0);
     assert!(existing(&c, &["DBIOTC1"]).is_empty());
     assert_eq!(catalog_state(&c, "DBIOTC1"), None);
 }
@@ -466,23 +474,22 @@ fn awr_where_the_diagnostics_pack_is_off_is_refused_and_statspack_taken() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_with(dir.path(), &dsn, "dbiotse", 1, "1000blocks", "");
     let cfg = cfg.to_str().unwrap();
-    assert_exit(&dbio_env(&["setup", "-c", cfg, "--force", "-q"], &[]), 0);
-    let res = dir.path().join("res");
-    let out = dbio_env(
-        &[
-            "run",
-            "-c",
-            cfg,
-            "--snapshots",
-            "awr",
-            "--run-time",
-            "3s",
-            "-q",
-            "--out",
-            res.to_str().unwrap(),
-        ],
-        &[],
+    assert_exit(
+        &Dbio::new("setup")
+            .config(cfg)
+            .arg("--force")
+            .quiet()
+            .output(),
+        0,
     );
+    let res = dir.path().join("res");
+    let out = Dbio::new("run")
+        .config(cfg)
+        .opt("--snapshots", "awr")
+        .run_time("3s")
+        .quiet()
+        .out(&res)
+        .output();
     assert_exit(&out, 0);
     let r = read_result(&res);
     let warnings = r["warnings"].to_string();
@@ -513,5 +520,5 @@ fn awr_where_the_diagnostics_pack_is_off_is_refused_and_statspack_taken() {
         assert!(!warnings.contains("AWR refused"), "{warnings}");
         assert!(res.join("awr.txt").exists());
     }
-    assert_exit(&dbio_env(&["teardown", "-c", cfg, "--yes"], &[]), 0);
+    assert_exit(&Dbio::new("teardown").config(cfg).arg("--yes").output(), 0);
 }

@@ -9,29 +9,18 @@ use dbio_tests::TestCluster;
 /// returns how long the server took to end them.
 async fn loops_left_after_sigkill(pg: &TestCluster) -> Duration {
     pg.load("2", "1000blocks");
-    let dsn = pg.dsn();
     let c = pg.client().await;
     let out_dir = tempfile::tempdir().unwrap();
-    let mut child = dbio_tests::dbio_command()
-        .args([
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "1000blocks",
-            "--engine",
-            "server",
-            "--readers",
-            "2",
-            "--writers",
-            "1",
-            "--run-time",
-            "600s",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ])
+    let mut child = pg
+        .dbio("run")
+        .schemas(2)
+        .scale("1000blocks")
+        .opt("--engine", "server")
+        .readers(2)
+        .writers(1)
+        .run_time("600s")
+        .out(out_dir.path())
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -120,27 +109,17 @@ async fn a_sliced_loop_on_13_counts_every_slice() {
     };
     let before = updated().await;
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let out = dbio_tests::dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--engine",
-        "server",
-        "--readers",
-        "1",
-        "--writers",
-        "1",
-        "--run-time",
-        "7s",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .opt("--engine", "server")
+        .readers(1)
+        .writers(1)
+        .run_time("7s")
+        .out(out_dir.path())
+        .quiet()
+        .output();
     dbio_tests::assert_exit(&out, 0);
     let r = dbio_tests::read_result(out_dir.path());
     assert_eq!(r["status"], "ok");

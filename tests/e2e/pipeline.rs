@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, dbio_env, read_result, stderr, stdout,
+    Dbio, TestCluster, assert_exit, assert_valid_result, read_result, stderr, stdout,
     wait_no_dbio_sessions,
 };
 use tokio_postgres::Client;
@@ -47,7 +47,7 @@ async fn check_run_ramp_and_teardown_find_a_non_default_data_set_without_flags()
     pg.load("2", "300blocks");
     let c = pg.client().await;
 
-    let o = dbio(&["check", "--dsn", &dsn]);
+    let o = pg.dbio("check").output();
     assert_exit(&o, 0);
     let text = stdout(&o);
     assert!(
@@ -58,20 +58,14 @@ async fn check_run_ramp_and_teardown_find_a_non_default_data_set_without_flags()
     let before = (idx_scan(&c, "user1").await, idx_scan(&c, "user2").await);
     let out = tempfile::tempdir().unwrap();
     let run_dir = out.path().join("run");
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--readers",
-        "2",
-        "--writers",
-        "0",
-        "--run-time",
-        "2s",
-        "--out",
-        run_dir.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = pg
+        .dbio("run")
+        .readers(2)
+        .writers(0)
+        .run_time("2s")
+        .out(&run_dir)
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     let r = read_result(&run_dir);
     assert_valid_result(&r);
@@ -89,20 +83,14 @@ async fn check_run_ramp_and_teardown_find_a_non_default_data_set_without_flags()
     );
 
     let ramp_dir = out.path().join("ramp");
-    let o = dbio(&[
-        "ramp",
-        "--dsn",
-        &dsn,
-        "--readers",
-        "1,2",
-        "--writers",
-        "0",
-        "--run-time",
-        "1s",
-        "--out",
-        ramp_dir.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = pg
+        .dbio("ramp")
+        .readers("1,2")
+        .writers(0)
+        .run_time("1s")
+        .out(&ramp_dir)
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     let ramp: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ramp_dir.join("ramp.json")).unwrap())
@@ -110,7 +98,7 @@ async fn check_run_ramp_and_teardown_find_a_non_default_data_set_without_flags()
     assert_eq!(ramp["status"], "ok", "{ramp}");
 
     // Without --yes: the listing of both schemas, exit 1.
-    let o = dbio(&["teardown", "--dsn", &dsn]);
+    let o = pg.dbio("teardown").output();
     assert_exit(&o, 1);
     let text = stdout(&o);
     assert!(
@@ -132,25 +120,18 @@ async fn check_run_ramp_and_teardown_find_a_non_default_data_set_without_flags()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_each_data_set_and_a_conflicting_scale_names_both_values() {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
     for (prefix, schemas, scale) in [("alpha", "1", "200blocks"), ("beta", "2", "300blocks")] {
         assert_exit(
-            &dbio(&[
-                "setup",
-                "--dsn",
-                &dsn,
-                "--prefix",
-                prefix,
-                "--schemas",
-                schemas,
-                "--scale",
-                scale,
-                "-q",
-            ]),
+            &pg.dbio("setup")
+                .opt("--prefix", prefix)
+                .schemas(schemas)
+                .scale(scale)
+                .quiet()
+                .output(),
             0,
         );
     }
-    let o = dbio(&["list", "--dsn", &dsn]);
+    let o = pg.dbio("list").output();
     assert_exit(&o, 0);
     let text = stdout(&o);
     let line = |p: &str| {
@@ -168,7 +149,7 @@ async fn list_shows_each_data_set_and_a_conflicting_scale_names_both_values() {
         b.contains("300 blocks") && b.split_whitespace().nth(1) == Some("2"),
         "{b}"
     );
-    let o = dbio(&["list", "--dsn", &dsn, "--format", "json"]);
+    let o = pg.dbio("list").opt("--format", "json").output();
     assert_exit(&o, 0);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let sets = v.as_array().unwrap();
@@ -182,15 +163,11 @@ async fn list_shows_each_data_set_and_a_conflicting_scale_names_both_values() {
         sets[1]
     );
 
-    let o = dbio(&[
-        "check",
-        "--dsn",
-        &dsn,
-        "--prefix",
-        "beta",
-        "--scale",
-        "400blocks",
-    ]);
+    let o = pg
+        .dbio("check")
+        .opt("--prefix", "beta")
+        .scale("400blocks")
+        .output();
     assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(
@@ -199,25 +176,21 @@ async fn list_shows_each_data_set_and_a_conflicting_scale_names_both_values() {
     );
     // The matching value is no conflict; neither is the same size in bytes.
     assert_exit(
-        &dbio(&[
-            "check",
-            "--dsn",
-            &dsn,
-            "--prefix",
-            "beta",
-            "--scale",
-            "300blocks",
-        ]),
+        &pg.dbio("check")
+            .opt("--prefix", "beta")
+            .scale("300blocks")
+            .output(),
         0,
     );
     assert_exit(
-        &dbio(&[
-            "check", "--dsn", &dsn, "--prefix", "alpha", "--scale", "1600kB",
-        ]),
+        &pg.dbio("check")
+            .opt("--prefix", "alpha")
+            .scale("1600kB")
+            .output(),
         0,
     );
     // No data set of the default prefix: the ones there are named.
-    let o = dbio(&["check", "--dsn", &dsn]);
+    let o = pg.dbio("check").output();
     assert!(o.status.code() != Some(0));
     let err = stderr(&o);
     assert!(err.contains("alpha") && err.contains("beta"), "{err}");
@@ -235,26 +208,16 @@ fn ramp_on_oracle_without_instant_client_fails_as_check_does() {
     )
     .unwrap();
     let empty = tempfile::tempdir().unwrap();
-    let env = [
-        ("DBIO_ORACLE_CLIENT_LIB_DIR", empty.path().to_str().unwrap()),
-        ("LD_LIBRARY_PATH", ""),
-    ];
     let out = dir.path().join("ramp");
-    let o = dbio_env(
-        &[
-            "ramp",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--readers",
-            "1,2",
-            "--run-time",
-            "1s",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
-        &env,
-    );
+    let o = Dbio::new("ramp")
+        .config(&cfg)
+        .readers("1,2")
+        .run_time("1s")
+        .out(&out)
+        .quiet()
+        .env("DBIO_ORACLE_CLIENT_LIB_DIR", empty.path())
+        .env("LD_LIBRARY_PATH", "")
+        .output();
     assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(
@@ -270,7 +233,6 @@ fn ramp_on_oracle_without_instant_client_fails_as_check_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_think_time_beyond_the_window_ends_with_the_window() {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
     pg.load("1", "200blocks");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("think.yaml");
@@ -282,22 +244,15 @@ async fn a_think_time_beyond_the_window_ends_with_the_window() {
     .unwrap();
     let out = dir.path().join("run");
     let started = std::time::Instant::now();
-    let o = dbio(&[
-        "run",
-        "-c",
-        cfg.to_str().unwrap(),
-        "--dsn",
-        &dsn,
-        "--readers",
-        "2",
-        "--writers",
-        "0",
-        "--run-time",
-        "2s",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = pg
+        .dbio("run")
+        .config(&cfg)
+        .readers(2)
+        .writers(0)
+        .run_time("2s")
+        .out(&out)
+        .quiet()
+        .output();
     let took = started.elapsed();
     assert_exit(&o, 0);
     assert!(took < Duration::from_secs(15), "the run took {took:?}");

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use dbio_tests::{assert_exit, num, require_pg, stderr, stdout};
+use dbio_tests::{Dbio, assert_exit, num, require_pg, stderr, stdout};
 
 fn find_ramp(dir: &Path) -> Option<std::path::PathBuf> {
     for e in std::fs::read_dir(dir).ok()?.flatten() {
@@ -49,18 +49,14 @@ fn the_quickstart_ramp_reads_from_the_device_at_every_step() {
         }
     }
     let _stop = Stop(&dir);
-    let out = dbio_tests::dbio_command()
+    let out = Dbio::new("quickstart")
+        .config(&config)
+        .opt("--dir", &dir)
+        .opt("--pg-bin", &bin)
+        .opt("--shared-buffers", "16MB")
+        .arg("--direct-io")
+        .command()
         .current_dir(work.path())
-        .args(["quickstart", "-c"])
-        .arg(&config)
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--pg-bin")
-        .arg(&bin)
-        .args(["--shared-buffers", "16MB", "--direct-io"])
-        .env_remove("PGHOST")
-        .env_remove("PGPORT")
-        .env_remove("DBIO_PG_BIN")
         .output()
         .unwrap();
     assert_exit(&out, 0);

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use dbio_tests::{TestCluster, assert_exit, assert_valid_result, dbio, dbio_bin, num, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, assert_valid_result, dbio_bin, num, stdout};
 use serde_json::Value;
 
 fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
@@ -43,44 +43,28 @@ fn points_per_series(svg: &str) -> Vec<(String, usize)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() {
     let pg = TestCluster::start(16);
-    let dsn = pg.dsn();
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            "2000blocks",
-            "-q",
-        ]),
+        &pg.dbio("setup")
+            .schemas(2)
+            .scale("2000blocks")
+            .quiet()
+            .output(),
         0,
     );
     let out = tempfile::tempdir().unwrap();
     let ramp_dir = out.path().join("ramp");
-    let o = dbio(&[
-        "ramp",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        "2000blocks",
-        "--readers",
-        "1,2,4",
-        "--writers",
-        "0",
-        "--run-time",
-        "3s",
-        "--interval",
-        "500ms",
-        "--label",
-        "r3",
-        "-q",
-        "--out",
-        ramp_dir.to_str().unwrap(),
-    ]);
+    let o = pg
+        .dbio("ramp")
+        .schemas(2)
+        .scale("2000blocks")
+        .readers("1,2,4")
+        .writers(0)
+        .run_time("3s")
+        .opt("--interval", "500ms")
+        .opt("--label", "r3")
+        .quiet()
+        .out(&ramp_dir)
+        .output();
     assert_exit(&o, 0);
     assert!(stdout(&o).is_empty(), "-q prints nothing: {}", stdout(&o));
     assert!(ramp_dir.join("report.html").is_file());
@@ -158,30 +142,23 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
     .unwrap();
     let run = |readers: &str, name: &str| {
         let dir = out.path().join(name);
-        let o = dbio(&[
-            "run",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--dsn",
-            &dsn,
-            "--readers",
-            readers,
-            "-q",
-            "--out",
-            dir.to_str().unwrap(),
-        ]);
+        let o = pg
+            .dbio("run")
+            .config(&cfg)
+            .readers(readers)
+            .quiet()
+            .out(&dir)
+            .output();
         assert_exit(&o, 0);
         dir.join("result.json")
     };
     let one = run("1", "one");
     let four = run("4", "four");
-    let same = dbio(&[
-        "compare",
-        one.to_str().unwrap(),
-        one.to_str().unwrap(),
-        "--format",
-        "csv",
-    ]);
+    let same = Dbio::new("compare")
+        .arg(&one)
+        .arg(&one)
+        .opt("--format", "csv")
+        .output();
     assert_exit(&same, 0);
     let (h, rows) = csv_rows(&stdout(&same));
     let verdict = h.iter().position(|c| c == "verdict_2").unwrap();
@@ -190,13 +167,11 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
         "{}",
         stdout(&same)
     );
-    let diff = dbio(&[
-        "compare",
-        one.to_str().unwrap(),
-        four.to_str().unwrap(),
-        "--out",
-        out.path().join("cmp").to_str().unwrap(),
-    ]);
+    let diff = Dbio::new("compare")
+        .arg(&one)
+        .arg(&four)
+        .out(out.path().join("cmp"))
+        .output();
     assert_exit(&diff, 0);
     let text = stdout(&diff);
     assert!(text.contains("Welch"), "the test is named: {text}");
@@ -204,13 +179,11 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
     // of 1 whatever else runs on the host, while a p-value over a few 500 ms intervals can sit
     // near 0.05 on a busy machine (seen: p = 0.064). The test's arithmetic is unit-tested in
     // significance.rs on fixed data.
-    let csv = dbio(&[
-        "compare",
-        one.to_str().unwrap(),
-        four.to_str().unwrap(),
-        "--format",
-        "csv",
-    ]);
+    let csv = Dbio::new("compare")
+        .arg(&one)
+        .arg(&four)
+        .opt("--format", "csv")
+        .output();
     assert_exit(&csv, 0);
     let (h, rows) = csv_rows(&stdout(&csv));
     let col = |name: &str| h.iter().position(|c| c == name).unwrap();
@@ -226,11 +199,10 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
         assert!(out.path().join("cmp").join(f).is_file(), "{f}");
     }
     // A ramp against itself matches every step.
-    let self_cmp = dbio(&[
-        "compare",
-        ramp_dir.to_str().unwrap(),
-        ramp_dir.join("ramp.json").to_str().unwrap(),
-    ]);
+    let self_cmp = Dbio::new("compare")
+        .arg(&ramp_dir)
+        .arg(ramp_dir.join("ramp.json"))
+        .output();
     assert_exit(&self_cmp, 0);
     for step in ["step r1-w0", "step r2-w0", "step r4-w0"] {
         assert!(stdout(&self_cmp).contains(step), "{}", stdout(&self_cmp));
@@ -239,24 +211,18 @@ async fn a_three_step_ramp_writes_its_files_and_compare_and_regress_read_them() 
     // regress: 0 against itself, 1 against a baseline it falls short of; JUnit well formed.
     let junit = out.path().join("junit.xml");
     let ramp_json = ramp_dir.join("ramp.json");
-    let ok = dbio(&[
-        "regress",
-        "--baseline",
-        ramp_json.to_str().unwrap(),
-        ramp_json.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
+    let ok = Dbio::new("regress")
+        .opt("--baseline", &ramp_json)
+        .arg(&ramp_json)
+        .opt("--junit", &junit)
+        .output();
     assert_exit(&ok, 0);
     assert!(stdout(&ok).contains("no regression"), "{}", stdout(&ok));
-    let worse = dbio(&[
-        "regress",
-        "--baseline",
-        four.to_str().unwrap(),
-        one.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
+    let worse = Dbio::new("regress")
+        .opt("--baseline", &four)
+        .arg(&one)
+        .opt("--junit", &junit)
+        .output();
     assert_exit(&worse, 1);
     assert!(stdout(&worse).contains("REGRESSION"), "{}", stdout(&worse));
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -338,12 +304,9 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
         "every night writes junit.xml"
     );
     // Both nights are in the store, one series; before 8 nights regress decides and says so.
-    let list = dbio(&[
-        "history",
-        "list",
-        "--store",
-        results.join("history.sqlite").to_str().unwrap(),
-    ]);
+    let list = Dbio::new("history list")
+        .store(results.join("history.sqlite"))
+        .output();
     assert_exit(&list, 0);
     // Each night also recorded its platform canary (a calibration of the scratch folder's
     // device), the platform series beside the database's.
@@ -366,12 +329,9 @@ fn nightly_runs_end_to_end_in_scratch_mode() {
     let junit = std::fs::read_to_string(runs[0].path().join("junit.xml")).unwrap();
     assert!(junit.contains("dbio history check"), "{junit}");
     // The scratch server is stopped at the end.
-    let status = dbio(&[
-        "scratch",
-        "status",
-        "--dir",
-        scratch.to_str().unwrap(),
-        "--dsn-only",
-    ]);
+    let status = Dbio::new("scratch status")
+        .opt("--dir", &scratch)
+        .arg("--dsn-only")
+        .output();
     assert_exit(&status, 1);
 }

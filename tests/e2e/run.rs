@@ -1,10 +1,9 @@
 //! `dbio run` against a real server: the client's counts against the server's own counters,
 //! exact work loops, hot spots, Ctrl-C, and refused combinations.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{TestCluster, assert_exit, num, read_result, stderr, wait_no_dbio_sessions};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -52,27 +51,17 @@ async fn client_counts_agree_with_the_servers_counters() {
     let c = pg.client().await;
     let before = settled_counters(&c).await;
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        "2",
-        "--writers",
-        "1",
-        "--update-pct",
-        "10",
-        "--run-time",
-        "3s",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .readers(2)
+        .writers(1)
+        .opt("--update-pct", "10")
+        .run_time("3s")
+        .out(out_dir.path())
+        .quiet()
+        .output();
     assert_exit(&out, 0);
     let after = settled_counters(&c).await;
     let r = read_result(out_dir.path());
@@ -156,29 +145,18 @@ async fn server_engine_counts_agree_with_the_servers_counters() {
     let c = pg.client().await;
     let before = settled_counters(&c).await;
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--engine",
-        "server",
-        "--readers",
-        "2",
-        "--writers",
-        "1",
-        "--update-pct",
-        "20",
-        "--run-time",
-        "2s",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .opt("--engine", "server")
+        .readers(2)
+        .writers(1)
+        .opt("--update-pct", "20")
+        .run_time("2s")
+        .out(out_dir.path())
+        .quiet()
+        .output();
     assert_exit(&out, 0);
     let after = settled_counters(&c).await;
     let r = read_result(out_dir.path());
@@ -233,25 +211,16 @@ async fn work_loop_performs_exactly_sessions_times_loops() {
     let c = pg.client().await;
     let before = settled_counters(&c).await;
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        "3",
-        "--writers",
-        "2",
-        "--work-loop",
-        "40",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .readers(3)
+        .writers(2)
+        .opt("--work-loop", "40")
+        .out(out_dir.path())
+        .quiet()
+        .output();
     assert_exit(&out, 0);
     let after = settled_counters(&c).await;
     let r = read_result(out_dir.path());
@@ -275,7 +244,6 @@ async fn work_loop_performs_exactly_sessions_times_loops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_spot_confines_the_keys_it_is_given() {
     let pg = loaded();
-    let dsn = pg.dsn();
     let c = pg.client().await;
     let config = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     let write_config = |frequency: u32| {
@@ -290,19 +258,14 @@ async fn hot_spot_confines_the_keys_it_is_given() {
     };
     write_config(1);
     let out_dir = tempfile::tempdir().unwrap();
-    let args = [
-        "run",
-        "--dsn",
-        &dsn,
-        "-c",
-        config.path().to_str().unwrap(),
-        "--out",
-        out_dir.path().to_str().unwrap(),
+    let run = pg
+        .dbio("run")
+        .config(config.path())
+        .out(out_dir.path())
         // The second run below replaces the first one's result.
-        "--overwrite",
-        "-q",
-    ];
-    assert_exit(&dbio(&args), 0);
+        .arg("--overwrite")
+        .quiet();
+    assert_exit(&run.output(), 0);
     let (rows, lo, hi, outside) = updated_keys(&c).await;
     assert!(rows > 50, "updates changed {rows} rows");
     assert_eq!(
@@ -313,7 +276,7 @@ async fn hot_spot_confines_the_keys_it_is_given() {
 
     // Every second operation hot: the others land anywhere.
     write_config(2);
-    assert_exit(&dbio(&args), 0);
+    assert_exit(&run.output(), 0);
     let (_, _, _, outside) = updated_keys(&c).await;
     assert!(
         outside > 0,
@@ -334,34 +297,19 @@ async fn updated_keys(c: &tokio_postgres::Client) -> (i64, Option<i64>, Option<i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
     let pg = loaded();
-    let dsn = pg.dsn();
     let c = pg.client().await;
     for engine in ["client", "server"] {
         let out_dir = tempfile::tempdir().unwrap();
-        let mut child = dbio_tests::dbio_command()
-            .args([
-                "run",
-                "--dsn",
-                &dsn,
-                "--schemas",
-                "2",
-                "--scale",
-                SCALE,
-                "--engine",
-                engine,
-                "--readers",
-                "2",
-                "--writers",
-                "1",
-                "--run-time",
-                "60s",
-                "--out",
-                out_dir.path().to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = pg
+            .dbio("run")
+            .schemas(2)
+            .scale(SCALE)
+            .opt("--engine", engine)
+            .readers(2)
+            .writers(1)
+            .run_time("60s")
+            .out(out_dir.path())
+            .spawn();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let active: i64 = c
@@ -417,19 +365,12 @@ async fn ctrl_c_ends_the_run_with_an_interrupted_result_and_no_sessions_left() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_combinations_are_refused_naming_the_key() {
     let pg = loaded();
-    let dsn = pg.dsn();
-    let base = [
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "-q",
-        "--run-time",
-        "1s",
-    ];
+    let base = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .quiet()
+        .run_time("1s");
     let cases: &[(&[&str], &str)] = &[
         (&["--readers", "0", "--writers", "0"], "run.readers"),
         (&["--work-unit", "5000"], "run.work_unit"),
@@ -437,24 +378,18 @@ async fn invalid_combinations_are_refused_naming_the_key() {
         (&["--engine", "server", "--warmup", "1s"], "run.warmup"),
     ];
     for (extra, key) in cases {
-        let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
-        let out = dbio(&args);
+        let out = base.clone().args(*extra).output();
         assert_exit(&out, 2);
         assert!(stderr(&out).contains(key), "{key}: {}", stderr(&out));
     }
     // A data set check would reject: a missing schema, then an incomplete one.
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "3",
-        "--scale",
-        SCALE,
-        "--run-time",
-        "1s",
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(3)
+        .scale(SCALE)
+        .run_time("1s")
+        .quiet()
+        .output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("user3 does not exist") && stderr(&out).contains("data.schemas"),
@@ -476,7 +411,7 @@ async fn invalid_combinations_are_refused_naming_the_key() {
     ))
     .await
     .unwrap();
-    let out = dbio(&base);
+    let out = base.output();
     assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("user2: load incomplete"),

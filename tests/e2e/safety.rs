@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, is_root, read_result, require_root, stderr,
+    Dbio, TestCluster, assert_exit, assert_valid_result, is_root, read_result, require_root, stderr,
 };
 
 /// A folder on the real disk (not tmpfs): calibrate needs O_DIRECT.
@@ -60,22 +60,15 @@ fn user_data(bytes: usize) -> Vec<u8> {
 }
 
 fn calibrate(path: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "calibrate",
-        "--path",
-        path.to_str().unwrap(),
-        "--levels",
-        "1",
-        "--duration",
-        "300ms",
-        "--large",
-        "64kB",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    dbio(&args)
+    Dbio::new("calibrate")
+        .opt("--path", path)
+        .opt("--levels", "1")
+        .opt("--duration", "300ms")
+        .opt("--large", "64kB")
+        .out(out)
+        .quiet()
+        .args(extra)
+        .output()
 }
 
 // Seen: `calibrate --path FILE --write-pct 50` on an existing file overwrote 1,013 of its 1,024
@@ -179,7 +172,7 @@ fn scratch_start_in_a_foreign_folder_is_refused_and_nothing_in_it_changes() {
     let before = snapshot(&d);
     assert_eq!(before[&secret].0, 0, "the file is root's");
 
-    let o = dbio(&["scratch", "start", "--dir", d.to_str().unwrap()]);
+    let o = Dbio::new("scratch start").opt("--dir", &d).output();
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("not a dbio scratch folder"),
@@ -219,22 +212,14 @@ impl Drop for Tmpfs {
 }
 
 /// Without -q: stderr's "measuring" note says whether the window opened.
-fn run_args<'a>(dsn: &'a str, out: &'a str, run_time: &'a str) -> Vec<&'a str> {
-    vec![
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "1",
-        "--run-time",
-        run_time,
-        "--out",
-        out,
-    ]
+fn run_args(dsn: &str, out: &str, run_time: &str) -> Dbio {
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(1)
+        .run_time(run_time)
+        .out(out)
 }
 
 // Seen: result.json and report.txt were written through a fixed `<name>.tmp` that follows
@@ -262,9 +247,12 @@ async fn symlinks_planted_in_the_result_folder_are_not_followed() {
     let before = snapshot(&victims);
 
     let dsn = pg.dsn();
-    let mut args = run_args(&dsn, out.to_str().unwrap(), "1s");
-    args.push("--overwrite");
-    assert_exit(&dbio(&args), 0);
+    assert_exit(
+        &run_args(&dsn, out.to_str().unwrap(), "1s")
+            .arg("--overwrite")
+            .output(),
+        0,
+    );
     assert_eq!(snapshot(&victims), before, "a planted symlink was followed");
     for name in ["result.json", "report.txt"] {
         let m = std::fs::symlink_metadata(out.join(name)).unwrap();
@@ -291,7 +279,7 @@ async fn a_read_only_result_folder_is_refused_before_the_window() {
     };
     let dsn = pg.dsn();
     let started = Instant::now();
-    let o = dbio(&run_args(&dsn, out.to_str().unwrap(), "60s"));
+    let o = run_args(&dsn, out.to_str().unwrap(), "60s").output();
     let took = started.elapsed();
     assert_exit(&o, 2);
     let e = stderr(&o);
@@ -311,10 +299,10 @@ async fn a_second_run_into_a_used_folder_is_refused_unless_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let (dsn, o) = (pg.dsn(), out.to_str().unwrap().to_string());
-    assert_exit(&dbio(&run_args(&dsn, &o, "1s")), 0);
+    assert_exit(&run_args(&dsn, &o, "1s").output(), 0);
     let first = snapshot(&out);
 
-    let refused = dbio(&run_args(&dsn, &o, "1s"));
+    let refused = run_args(&dsn, &o, "1s").output();
     assert_exit(&refused, 2);
     assert!(
         stderr(&refused).contains("--overwrite"),
@@ -322,22 +310,15 @@ async fn a_second_run_into_a_used_folder_is_refused_unless_overwrite() {
         stderr(&refused)
     );
     assert!(!stderr(&refused).contains("measuring"));
-    let ramp = dbio(&[
-        "ramp",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "1",
-        "--run-time",
-        "1s",
-        "-q",
-        "--out",
-        &o,
-    ]);
+    let ramp = Dbio::new("ramp")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(1)
+        .run_time("1s")
+        .quiet()
+        .out(&o)
+        .output();
     assert_exit(&ramp, 2);
     assert!(stderr(&ramp).contains("--overwrite"), "{}", stderr(&ramp));
     assert_eq!(
@@ -346,9 +327,7 @@ async fn a_second_run_into_a_used_folder_is_refused_unless_overwrite() {
         "a refused run changed the first result"
     );
 
-    let mut args = run_args(&dsn, &o, "1s");
-    args.push("--overwrite");
-    assert_exit(&dbio(&args), 0);
+    assert_exit(&run_args(&dsn, &o, "1s").arg("--overwrite").output(), 0);
     let second = read_result(&out);
     let first_json: serde_json::Value =
         serde_json::from_slice(&first[&out.join("result.json")].3).unwrap();
@@ -369,13 +348,9 @@ async fn a_failed_result_write_prints_the_report_and_keeps_the_result_elsewhere(
     let fallback = dir.path().join("tmp");
     std::fs::create_dir(&fallback).unwrap();
     let dsn = pg.dsn();
-    let mut child = dbio_tests::dbio_command()
-        .args(run_args(&dsn, out.to_str().unwrap(), "3s"))
+    let mut child = run_args(&dsn, out.to_str().unwrap(), "3s")
         .env("TMPDIR", &fallback)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn();
     let mut stdout_pipe = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -458,21 +433,16 @@ async fn a_mark_copied_onto_another_roles_schema_survives_teardown_and_setup_for
     ))
     .await
     .unwrap();
-    let dsn = pg.dsn();
-    let o = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "3",
-        "--scale",
-        "256blocks",
-        "--force",
-        "-q",
-    ]);
+    let o = pg
+        .dbio("setup")
+        .schemas(3)
+        .scale("256blocks")
+        .arg("--force")
+        .quiet()
+        .output();
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("owned by role `bob`"), "{}", stderr(&o));
-    let o = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let o = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&o, 0);
     let out = dbio_tests::stdout(&o);
     assert!(

@@ -1,6 +1,6 @@
 //! `dbio scratch start|status|stop` round trip on the real binary.
 
-use dbio_tests::{assert_exit, dbio, is_root, stdout};
+use dbio_tests::{Dbio, assert_exit, is_root, stdout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scratch_start_status_stop_round_trip() {
@@ -9,7 +9,10 @@ async fn scratch_start_status_stop_round_trip() {
         .tempdir()
         .unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = dbio(&["scratch", "start", "--dir", d, "--shared-buffers", "16MB"]);
+    let out = Dbio::new("scratch start")
+        .opt("--dir", d)
+        .opt("--shared-buffers", "16MB")
+        .output();
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("shared_buffers 16.0 MiB"),
@@ -17,7 +20,10 @@ async fn scratch_start_status_stop_round_trip() {
         stdout(&out)
     );
 
-    let out = dbio(&["scratch", "status", "--dir", d, "--dsn-only"]);
+    let out = Dbio::new("scratch status")
+        .opt("--dir", d)
+        .arg("--dsn-only")
+        .output();
     assert_exit(&out, 0);
     let dsn = stdout(&out).trim().to_string();
     assert!(dsn.starts_with("host=127.0.0.1 port="), "{dsn}");
@@ -55,16 +61,19 @@ async fn scratch_start_status_stop_round_trip() {
     drop(client);
 
     // A second start finds the running server and leaves it alone.
-    let again = dbio(&["scratch", "start", "--dir", d]);
+    let again = Dbio::new("scratch start").opt("--dir", d).output();
     assert_exit(&again, 0);
     assert!(stdout(&again).contains(&dsn), "{}", stdout(&again));
 
-    let out = dbio(&["scratch", "stop", "--dir", d]);
+    let out = Dbio::new("scratch stop").opt("--dir", d).output();
     assert_exit(&out, 0);
-    let out = dbio(&["scratch", "status", "--dir", d]);
+    let out = Dbio::new("scratch status").opt("--dir", d).output();
     assert_exit(&out, 0);
     assert!(stdout(&out).starts_with("stopped"), "{}", stdout(&out));
-    let out = dbio(&["scratch", "status", "--dir", d, "--dsn-only"]);
+    let out = Dbio::new("scratch status")
+        .opt("--dir", d)
+        .arg("--dsn-only")
+        .output();
     assert_exit(&out, 1);
     assert!(
         tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
@@ -75,18 +84,21 @@ async fn scratch_start_status_stop_round_trip() {
 
     // The folder carries dbio's mark, so starting the stopped cluster again reuses it.
     assert!(dir.path().join("dbio-scratch.json").is_file());
-    let out = dbio(&["scratch", "start", "--dir", d]);
+    let out = Dbio::new("scratch start").opt("--dir", d).output();
     assert_exit(&out, 0);
-    let out = dbio(&["scratch", "status", "--dir", d]);
+    let out = Dbio::new("scratch status").opt("--dir", d).output();
     assert!(stdout(&out).starts_with("running"), "{}", stdout(&out));
-    assert_exit(&dbio(&["scratch", "stop", "--dir", d]), 0);
+    assert_exit(&Dbio::new("scratch stop").opt("--dir", d).output(), 0);
 }
 
 #[test]
 fn scratch_without_binaries_says_how_to_install() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = dbio(&["scratch", "start", "--dir", d, "--pg-bin", d]);
+    let out = Dbio::new("scratch start")
+        .opt("--dir", d)
+        .opt("--pg-bin", d)
+        .output();
     assert_exit(&out, 2);
     assert!(
         dbio_tests::stderr(&out).contains("apt-get install postgresql"),
@@ -96,26 +108,13 @@ fn scratch_without_binaries_says_how_to_install() {
 }
 
 /// `dbio` run in `cwd` (where `.dbio/scratch` is looked for) with a clean PG* environment
-/// and USER=root, which names no role on a scratch cluster.
-fn dbio_in(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = dbio_tests::dbio_command();
-    cmd.args(args).current_dir(cwd);
-    for k in [
-        "PGHOST",
-        "PGHOSTADDR",
-        "PGPORT",
-        "PGUSER",
-        "PGDATABASE",
-        "PGSERVICE",
-        "PGSSLMODE",
-        "PGPASSWORD",
-        "DBIO_PG_BIN",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.env("PGPASSFILE", "/nonexistent/dbio-test-pgpass")
-        .env("USER", "root");
-    cmd.output().expect("dbio runs")
+/// (see [`Dbio`]) and USER=root, which names no role on a scratch cluster.
+fn dbio_in(cwd: &std::path::Path, cmd: Dbio) -> std::process::Output {
+    cmd.env("USER", "root")
+        .command()
+        .current_dir(cwd)
+        .output()
+        .expect("dbio runs")
 }
 
 /// Schemas named `name` on the server at 127.0.0.1:5432, when the test can read it: its own
@@ -183,7 +182,7 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
 
     let out = dbio_in(
         work.path(),
-        &["scratch", "start", "--shared-buffers", "16MB"],
+        Dbio::new("scratch start").opt("--shared-buffers", "16MB"),
     );
     assert_exit(&out, 0);
     let (cluster, running) =
@@ -195,15 +194,10 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     let prefix = format!("dflt{}x", std::process::id());
     let out = dbio_in(
         work.path(),
-        &[
-            "setup",
-            "--schemas",
-            "1",
-            "--scale",
-            "300blocks",
-            "--prefix",
-            &prefix,
-        ],
+        Dbio::new("setup")
+            .schemas(1)
+            .scale("300blocks")
+            .opt("--prefix", &prefix),
     );
     assert_exit(&out, 0);
     let err = dbio_tests::stderr(&out);
@@ -234,14 +228,14 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     }
 
     // `dbio config` shows the scratch cluster as target.dsn, from where the commands take it.
-    let out = dbio_in(work.path(), &["config", "--get", "target.dsn"]);
+    let out = dbio_in(work.path(), Dbio::new("config").opt("--get", "target.dsn"));
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains(&format!("port={port}")),
         "{}",
         stdout(&out)
     );
-    let out = dbio_in(work.path(), &["config", "run"]);
+    let out = dbio_in(work.path(), Dbio::new("config run"));
     assert_exit(&out, 0);
     let line = stdout(&out)
         .lines()
@@ -255,7 +249,7 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     );
 
     // `scratch env` points libpq programs at the same cluster, as postgres, whatever USER says.
-    let out = dbio_in(work.path(), &["scratch", "env"]);
+    let out = dbio_in(work.path(), Dbio::new("scratch env"));
     assert_exit(&out, 0);
     let env = stdout(&out);
     assert!(env.contains(&format!("export PGPORT={port}\n")), "{env}");
@@ -281,17 +275,11 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
     // A target given by flag or environment wins over the scratch cluster.
     let out = dbio_in(
         work.path(),
-        &[
-            "check",
-            "--dsn",
-            &cluster.dsn(),
-            "--prefix",
-            &prefix,
-            "--schemas",
-            "1",
-            "--scale",
-            "300blocks",
-        ],
+        Dbio::new("check")
+            .dsn(cluster.dsn())
+            .opt("--prefix", &prefix)
+            .schemas(1)
+            .scale("300blocks"),
     );
     assert_exit(&out, 0);
     assert!(
@@ -300,17 +288,19 @@ async fn setup_after_scratch_start_lands_in_the_scratch_cluster_not_on_5432() {
         dbio_tests::stderr(&out)
     );
     // Stopped, the scratch cluster is no target: the line says so and names libpq's default.
-    assert_exit(&dbio_in(work.path(), &["scratch", "stop"]), 0);
+    assert_exit(&dbio_in(work.path(), Dbio::new("scratch stop")), 0);
     let out = dbio_in(
         work.path(),
-        &["check", "--prefix", &prefix, "--connect-timeout", "3s"],
+        Dbio::new("check")
+            .opt("--prefix", &prefix)
+            .opt("--connect-timeout", "3s"),
     );
     let err = dbio_tests::stderr(&out);
     assert!(
         err.contains("libpq defaults") && err.contains("is stopped"),
         "{err}"
     );
-    assert_exit(&dbio_in(work.path(), &["scratch", "env"]), 1);
+    assert_exit(&dbio_in(work.path(), Dbio::new("scratch env")), 1);
 }
 
 #[test]
@@ -323,15 +313,11 @@ fn direct_io_before_16_is_refused_and_creates_nothing() {
         .expect("PostgreSQL 13, 14 or 15 server binaries (scripts/test.sh installs them)");
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("cluster");
-    let out = dbio(&[
-        "scratch",
-        "start",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--pg-bin",
-        old.to_str().unwrap(),
-        "--direct-io",
-    ]);
+    let out = Dbio::new("scratch start")
+        .opt("--dir", &dir)
+        .opt("--pg-bin", &old)
+        .arg("--direct-io")
+        .output();
     assert_exit(&out, 2);
     let err = dbio_tests::stderr(&out);
     assert!(

@@ -9,12 +9,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, num, read_result, stderr,
+    Dbio, TestCluster, assert_exit, assert_valid_result, num, read_result, stderr,
     wait_no_dbio_sessions,
 };
 use serde_json::Value;
 
-use crate::faults::{spawn, wait_exit, wait_sessions};
+use crate::faults::{wait_exit, wait_sessions};
 
 fn warnings(r: &Value) -> String {
     r["warnings"].to_string()
@@ -86,21 +86,13 @@ impl Drop for Stopped {
     }
 }
 
-fn run_args<'a>(dsn: &'a str, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "-q",
-        "--out",
-        out.to_str().expect("a UTF-8 path"),
-    ];
-    args.extend_from_slice(extra);
-    args
+fn run_args(dsn: &str, out: &Path) -> Dbio {
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .quiet()
+        .out(out)
 }
 
 // A role-level statement_timeout cancelled dbio's own catalog work ("interrupted"), and a
@@ -131,38 +123,30 @@ async fn role_defaults_leave_dbio_alone(pg: &TestCluster) {
             .unwrap();
     }
     let dsn = format!("{} user=tight", pg.dsn());
-    let setup = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "-q",
-    ]);
+    let setup = Dbio::new("setup")
+        .dsn(&dsn)
+        .schemas(1)
+        .scale("1000blocks")
+        .quiet()
+        .output();
     assert_exit(&setup, 0);
     assert_exit(
-        &dbio(&[
-            "check",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-        ]),
+        &Dbio::new("check")
+            .dsn(&dsn)
+            .schemas(1)
+            .scale("1000blocks")
+            .output(),
         0,
     );
 
     // The window (4 s) is longer than the idle timeout; the collector's connection idles
     // through it.
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "1", "--writers", "1", "--run-time", "4s"],
-    ));
+    let o = run_args(&dsn, out.path())
+        .readers(1)
+        .writers(1)
+        .run_time("4s")
+        .output();
     assert_exit(&o, 0);
     let r = read_result(out.path());
     assert_valid_result(&r);
@@ -188,11 +172,7 @@ async fn a_lost_collector_connection_reconnects_for_the_after_snapshot() {
     pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "2", "--run-time", "4s"],
-    ));
+    let mut child = run_args(&dsn, out.path()).readers(2).run_time("4s").spawn();
     let c = pg.client().await;
     wait_sessions(&c, 2).await;
     // The sampler connects at the end of the collector's "before" snapshot: the window is open.
@@ -246,11 +226,10 @@ async fn a_stopped_server_and_ctrl_c_end_the_run_within_15_s_with_lost_sessions(
     pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "2", "--run-time", "120s"],
-    ));
+    let mut child = run_args(&dsn, out.path())
+        .readers(2)
+        .run_time("120s")
+        .spawn();
     {
         let c = pg.client().await;
         wait_sessions(&c, 2).await;
@@ -287,11 +266,10 @@ async fn a_stopped_server_and_ctrl_c_end_the_run_within_15_s_with_lost_sessions(
 
     // A second Ctrl-C does not wait for the grace nor the "after" snapshot.
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "2", "--run-time", "120s"],
-    ));
+    let mut child = run_args(&dsn, out.path())
+        .readers(2)
+        .run_time("120s")
+        .spawn();
     wait_sessions(&c, 2).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let stopped = Stopped::stop(pg.cluster.data_dir());
@@ -328,8 +306,8 @@ fn assert_interrupted_by(out: &Path, by: &str) -> Value {
 }
 
 /// Starts `args`, waits for `sessions` measured sessions, then sends `signal`; the exit code.
-async fn signal_mid_run(pg: &TestCluster, args: &[&str], sessions: i64, signal: i32) -> i32 {
-    let mut child = spawn(args);
+async fn signal_mid_run(pg: &TestCluster, args: &Dbio, sessions: i64, signal: i32) -> i32 {
+    let mut child = args.spawn();
     let c = pg.client().await;
     wait_sessions(&c, sessions).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -347,46 +325,36 @@ async fn sigterm_and_sighup_end_runs_ramps_and_the_server_engine_with_a_result()
     let dsn = pg.dsn();
 
     let out = tempfile::tempdir().unwrap();
-    let args = run_args(&dsn, out.path(), &["--readers", "2", "--run-time", "60s"]);
+    let args = run_args(&dsn, out.path()).readers(2).run_time("60s");
     assert_eq!(signal_mid_run(&pg, &args, 2, libc::SIGTERM).await, 1);
     let r = assert_interrupted_by(out.path(), "SIGTERM");
     assert!(num(&r, &["client", "ops"]) > 0.0);
     assert_eq!(num(&r, &["sessions_lost"]), 0.0);
 
     let out = tempfile::tempdir().unwrap();
-    let args = run_args(&dsn, out.path(), &["--readers", "2", "--run-time", "60s"]);
+    let args = run_args(&dsn, out.path()).readers(2).run_time("60s");
     assert_eq!(signal_mid_run(&pg, &args, 2, libc::SIGHUP).await, 1);
     assert_interrupted_by(out.path(), "SIGHUP");
 
     let out = tempfile::tempdir().unwrap();
-    let args = run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "2", "--run-time", "60s", "--engine", "server"],
-    );
+    let args = run_args(&dsn, out.path())
+        .readers(2)
+        .run_time("60s")
+        .opt("--engine", "server");
     assert_eq!(signal_mid_run(&pg, &args, 2, libc::SIGTERM).await, 1);
     assert_interrupted_by(out.path(), "SIGTERM");
 
     let out = tempfile::tempdir().unwrap();
     let ramp_dir: PathBuf = out.path().join("ramp");
-    let ramp = [
-        "ramp",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2,3",
-        "--writers",
-        "0",
-        "--run-time",
-        "60s",
-        "-q",
-        "--out",
-        ramp_dir.to_str().unwrap(),
-    ];
+    let ramp = pg
+        .dbio("ramp")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers("2,3")
+        .writers(0)
+        .run_time("60s")
+        .quiet()
+        .out(&ramp_dir);
     assert_eq!(signal_mid_run(&pg, &ramp, 2, libc::SIGTERM).await, 1);
     let text = std::fs::read_to_string(ramp_dir.join("ramp.json")).unwrap();
     let ramp: Value = serde_json::from_str(&text).unwrap();
@@ -397,14 +365,11 @@ async fn sigterm_and_sighup_end_runs_ramps_and_the_server_engine_with_a_result()
 
     // Under nohup (SIGHUP ignored before exec) a hangup does not end the run.
     let out = tempfile::tempdir().unwrap();
-    let mut cmd = dbio_tests::dbio_command();
-    cmd.args(run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "1", "--run-time", "3s"],
-    ))
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    let mut cmd = run_args(&dsn, out.path())
+        .readers(1)
+        .run_time("3s")
+        .command();
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     // SAFETY: signal(2) between fork and exec, as nohup does; async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -439,11 +404,10 @@ async fn a_double_sigint_within_a_second_ends_the_run_like_one() {
     pg.load("1", "1000blocks");
     let dsn = pg.dsn();
     let out = tempfile::tempdir().unwrap();
-    let mut child = spawn(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "2", "--run-time", "60s"],
-    ));
+    let mut child = run_args(&dsn, out.path())
+        .readers(2)
+        .run_time("60s")
+        .spawn();
     let c = pg.client().await;
     wait_sessions(&c, 2).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -477,11 +441,10 @@ async fn connection_refusals_get_the_hint_that_fits_the_cause() {
     .unwrap();
     let dsn = format!("{} user=limited", pg.dsn());
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(
-        &dsn,
-        out.path(),
-        &["--readers", "4", "--run-time", "2s"],
-    ));
+    let o = run_args(&dsn, out.path())
+        .readers(4)
+        .run_time("2s")
+        .output();
     assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(err.contains("too many connections for role"), "{err}");
@@ -490,7 +453,7 @@ async fn connection_refusals_get_the_hint_that_fits_the_cause() {
 
     let missing = tempfile::tempdir().unwrap();
     let socket_dsn = format!("host={} port=5999 user=postgres", missing.path().display());
-    let o = dbio(&["check", "--dsn", &socket_dsn, "--schemas", "1"]);
+    let o = Dbio::new("check").dsn(&socket_dsn).schemas(1).output();
     assert_exit(&o, 2);
     let err = stderr(&o);
     assert!(err.contains(".s.PGSQL.5999"), "{err}");
@@ -514,11 +477,11 @@ async fn a_session_error_keeps_the_servers_detail_and_hint() {
     .await
     .unwrap();
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(
-        &pg.dsn(),
-        out.path(),
-        &["--readers", "0", "--writers", "1", "--run-time", "2s"],
-    ));
+    let o = run_args(&pg.dsn(), out.path())
+        .readers(0)
+        .writers(1)
+        .run_time("2s")
+        .output();
     assert_exit(&o, 1);
     let r = read_result(out.path());
     assert_eq!(r["status"], "failed");
@@ -565,7 +528,7 @@ async fn a_refused_connection_keeps_the_servers_detail_and_hint() {
         "host=127.0.0.1 port={} user=bench dbname=postgres",
         pg.cluster.state.port
     );
-    let o = dbio(&["teardown", "--dsn", &dsn]);
+    let o = Dbio::new("teardown").dsn(&dsn).output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(

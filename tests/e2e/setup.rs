@@ -1,25 +1,18 @@
 //! The loader, check and teardown against a real server.
 
-use dbio_tests::{TestCluster, assert_exit, dbio, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, stdout};
 
 const SCALE: &str = "4000blocks";
 
-fn setup_args(dsn: &str) -> Vec<String> {
-    ["setup", "--dsn", dsn, "--schemas", "2", "--scale", SCALE]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
-fn run(args: &[String]) -> std::process::Output {
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    dbio(&refs)
+/// `dbio setup` of 2 schemas of SCALE.
+fn setup(pg: &TestCluster) -> Dbio {
+    pg.dbio("setup").schemas(2).scale(SCALE)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_builds_one_row_per_block_frozen_and_indexed() {
     let pg = TestCluster::start(16);
-    let out = run(&setup_args(&pg.dsn()));
+    let out = setup(&pg).output();
     assert_exit(&out, 0);
     assert!(stdout(&out).contains("loaded"), "{}", stdout(&out));
     let c = pg.client().await;
@@ -149,10 +142,9 @@ async fn setup_builds_one_row_per_block_frozen_and_indexed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_passes_then_names_the_schema_that_lost_a_row() {
     let pg = TestCluster::start(16);
-    assert_exit(&run(&setup_args(&pg.dsn())), 0);
-    let dsn = pg.dsn();
-    let check = ["check", "--dsn", &dsn, "--schemas", "2", "--scale", SCALE];
-    let out = dbio(&check);
+    assert_exit(&setup(&pg).output(), 0);
+    let check = pg.dbio("check").schemas(2).scale(SCALE);
+    let out = check.output();
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
@@ -165,7 +157,7 @@ async fn check_passes_then_names_the_schema_that_lost_a_row() {
     c.execute("DELETE FROM user2.cf1 WHERE custid = 17", &[])
         .await
         .unwrap();
-    let out = dbio(&check);
+    let out = check.output();
     assert_exit(&out, 1);
     let text = stdout(&out);
     let line = text
@@ -187,10 +179,10 @@ async fn check_passes_then_names_the_schema_that_lost_a_row() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_over_a_complete_set_changes_nothing_without_force() {
     let pg = TestCluster::start(16);
-    assert_exit(&run(&setup_args(&pg.dsn())), 0);
+    assert_exit(&setup(&pg).output(), 0);
     let c = pg.client().await;
     let before = filenodes(&c).await;
-    let out = run(&setup_args(&pg.dsn()));
+    let out = setup(&pg).output();
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
@@ -203,9 +195,7 @@ async fn setup_over_a_complete_set_changes_nothing_without_force() {
         "setup without --force rewrote a table"
     );
 
-    let mut forced = setup_args(&pg.dsn());
-    forced.push("--force".into());
-    assert_exit(&run(&forced), 0);
+    assert_exit(&setup(&pg).arg("--force").output(), 0);
     let after = filenodes(&c).await;
     assert_ne!(after.0, before.0, "--force must rebuild user1.cf1");
 }
@@ -229,13 +219,12 @@ async fn teardown_drops_only_what_dbio_created() {
     c.batch_execute("CREATE SCHEMA user9; CREATE TABLE user9.cf1 (custid bigint); INSERT INTO user9.cf1 VALUES (1);")
         .await
         .unwrap();
-    assert_exit(&run(&setup_args(&pg.dsn())), 0);
+    assert_exit(&setup(&pg).output(), 0);
     c.batch_execute("CREATE TABLE user2.mine (x int); INSERT INTO user2.mine VALUES (42);")
         .await
         .unwrap();
-    let dsn = pg.dsn();
 
-    let out = dbio(&["teardown", "--dsn", &dsn]);
+    let out = pg.dbio("teardown").output();
     assert_exit(&out, 1);
     let text = stdout(&out);
     assert!(
@@ -260,7 +249,7 @@ async fn teardown_drops_only_what_dbio_created() {
         .get(0);
     assert_eq!(n, 2, "without --yes nothing is dropped");
 
-    let out = dbio(&["teardown", "--dsn", &dsn, "--yes"]);
+    let out = pg.dbio("teardown").arg("--yes").output();
     assert_exit(&out, 0);
     let names: Vec<String> = c
         .query(
@@ -293,17 +282,13 @@ async fn teardown_drops_only_what_dbio_created() {
     assert_eq!(cf1, 0, "dbio's own table in user2 is dropped");
 
     // setup refuses to build over the foreign schema even with --force.
-    let out = dbio(&[
-        "setup",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "9",
-        "--scale",
-        "100blocks",
-        "--force",
-        "-q",
-    ]);
+    let out = pg
+        .dbio("setup")
+        .schemas(9)
+        .scale("100blocks")
+        .arg("--force")
+        .quiet()
+        .output();
     assert_exit(&out, 2);
     assert!(
         dbio_tests::stderr(&out).contains("user9"),

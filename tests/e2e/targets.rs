@@ -2,7 +2,7 @@
 //! different versions driven in one window, each server's own counters against the figures
 //! the report gives it, the totals against the sums; a ramp over both; the refusals.
 
-use dbio_tests::{TestCluster, assert_exit, dbio, idx_scans, num, read_result, stderr};
+use dbio_tests::{Dbio, TestCluster, assert_exit, idx_scans, num, read_result, stderr};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -38,19 +38,13 @@ async fn two_clusters_in_one_window_each_counted_by_its_server() {
     let (before_a, before_b) = (idx_scans(&ca).await, idx_scans(&cb).await);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("r");
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &a.dsn(),
-        "--dsn",
-        &b.dsn(),
-        "--target-readers",
-        "2,1",
-        "--work-loop",
-        "300",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let o = a
+        .dbio("run")
+        .dsn(b.dsn())
+        .opt("--target-readers", "2,1")
+        .opt("--work-loop", "300")
+        .out(&dir)
+        .output();
     assert_exit(&o, 0);
     let err = stderr(&o);
     assert!(
@@ -168,20 +162,14 @@ async fn a_ramp_over_two_targets_spreads_each_step() {
     b.load("1", SCALE);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("ramp");
-    let o = dbio(&[
-        "ramp",
-        "--dsn",
-        &a.dsn(),
-        "--dsn",
-        &b.dsn(),
-        "--readers",
-        "1,2",
-        "--run-time",
-        "2s",
-        "--out",
-        dir.to_str().unwrap(),
-        "-q",
-    ]);
+    let o = a
+        .dbio("ramp")
+        .dsn(b.dsn())
+        .readers("1,2")
+        .run_time("2s")
+        .out(&dir)
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     for (step, readers) in [("step-01-r1-w0", [1, 0]), ("step-02-r2-w0", [1, 1])] {
         let r = read_result(&dir.join(step));
@@ -230,16 +218,12 @@ async fn several_target_refusals_name_the_fix() {
     let out = tempfile::tempdir().unwrap();
     let o_dir = out.path().join("x");
     let o_dir = o_dir.to_str().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["run", "--run-time", "1s", "--out", o_dir, "-q"];
-        args.extend_from_slice(extra);
-        dbio(&args)
-    };
-    let o = run(&["--dsn", &da, "--dsn", &db, "--schemas", "2"]);
+    let run = |targets: Dbio| targets.run_time("1s").out(o_dir).quiet().output();
+    let o = run(Dbio::new("run").dsn(&da).dsn(&db).schemas(2));
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("target 2 of 2"), "{}", stderr(&o));
 
-    let o = run(&["--dsn", &da, "--dsn", &da]);
+    let o = run(Dbio::new("run").dsn(&da).dsn(&da));
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("a target given twice"),
@@ -247,7 +231,7 @@ async fn several_target_refusals_name_the_fix() {
         stderr(&o)
     );
 
-    let o = dbio(&["setup", "--dsn", &da, "--dsn", &db, "-q"]);
+    let o = Dbio::new("setup").dsn(&da).dsn(&db).quiet().output();
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("only run and ramp drive several targets"),
@@ -255,7 +239,10 @@ async fn several_target_refusals_name_the_fix() {
         stderr(&o)
     );
 
-    let o = run(&["--dsn", &da, "--dsn", &db, "--target-readers", "1,1,1"]);
+    let o = run(Dbio::new("run")
+        .dsn(&da)
+        .dsn(&db)
+        .opt("--target-readers", "1,1,1"));
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("3 count(s) for 2 target(s)"),
@@ -263,16 +250,11 @@ async fn several_target_refusals_name_the_fix() {
         stderr(&o)
     );
 
-    let o = run(&[
-        "--dsn",
-        &da,
-        "--dsn",
-        &db,
-        "--readers",
-        "3",
-        "--target-readers",
-        "1,1",
-    ]);
+    let o = run(Dbio::new("run")
+        .dsn(&da)
+        .dsn(&db)
+        .readers(3)
+        .opt("--target-readers", "1,1"));
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("sums to 2 but the run has 3"),
@@ -286,7 +268,7 @@ async fn several_target_refusals_name_the_fix() {
         format!("target:\n  dsns: [\"{da}\", \"{db}\"]\n  readers: [1, 1]\n"),
     )
     .unwrap();
-    let o = dbio(&["ramp", "-c", file.to_str().unwrap(), "--out", o_dir, "-q"]);
+    let o = Dbio::new("ramp").config(&file).out(o_dir).quiet().output();
     assert_exit(&o, 2);
     assert!(
         stderr(&o).contains("a ramp varies the session count"),
@@ -303,32 +285,22 @@ async fn several_target_refusals_name_the_fix() {
     let other = da.replace("dbname=postgres", "dbname=other");
     assert_ne!(other, da);
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &other,
-            "--schemas",
-            "2",
-            "--scale",
-            SCALE,
-            "-q",
-        ]),
+        &Dbio::new("setup")
+            .dsn(&other)
+            .schemas(2)
+            .scale(SCALE)
+            .quiet()
+            .output(),
         0,
     );
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &da,
-        "--dsn",
-        &other,
-        "--readers",
-        "2",
-        "--run-time",
-        "1s",
-        "--out",
-        out.path().join("same").to_str().unwrap(),
-        "-q",
-    ]);
+    let o = Dbio::new("run")
+        .dsn(&da)
+        .dsn(&other)
+        .readers(2)
+        .run_time("1s")
+        .out(out.path().join("same"))
+        .quiet()
+        .output();
     assert_exit(&o, 0);
     let r = read_result(&out.path().join("same"));
     assert!(
@@ -360,18 +332,13 @@ async fn a_host_list_is_one_server_for_every_session_and_the_collector() {
     };
     let out = tempfile::tempdir().unwrap();
     let run = |dsn: String, dir: &std::path::Path| {
-        dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--readers",
-            "3",
-            "--work-loop",
-            "100",
-            "-q",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
+        Dbio::new("run")
+            .dsn(&dsn)
+            .readers(3)
+            .opt("--work-loop", "100")
+            .quiet()
+            .out(dir)
+            .output()
     };
     // Both answer: the first, for everything.
     let before = scans_of(&ca, &cb).await;

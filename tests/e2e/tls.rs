@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dbio_tests::{
-    TestCluster, assert_exit, assert_valid_result, dbio, read_result, stderr, stdout,
+    Dbio, TestCluster, assert_exit, assert_valid_result, read_result, stderr, stdout,
 };
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
@@ -111,27 +111,17 @@ impl TlsServer {
     }
 }
 
-fn run_args<'a>(dsn: &'a str, out: &'a str, engine: &'a str) -> Vec<&'a str> {
-    vec![
-        "run",
-        "--dsn",
-        dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        SCALE,
-        "--engine",
-        engine,
-        "--readers",
-        "2",
-        "--writers",
-        "1",
-        "--run-time",
-        "1s",
-        "--out",
-        out,
-        "-q",
-    ]
+fn run_args(dsn: &str, out: &str, engine: &str) -> Dbio {
+    Dbio::new("run")
+        .dsn(dsn)
+        .schemas(1)
+        .scale(SCALE)
+        .opt("--engine", engine)
+        .readers(2)
+        .writers(1)
+        .run_time("1s")
+        .out(out)
+        .quiet()
 }
 
 /// The result says the sessions used TLS 1.3 with a cipher suite, and the report says so.
@@ -156,21 +146,17 @@ async fn setup_run_and_ramp_work_over_hostssl_only() {
     let server = TlsServer::start().await;
     let require = server.dsn("sslmode=require");
     assert_exit(
-        &dbio(&[
-            "setup",
-            "--dsn",
-            &require,
-            "--schemas",
-            "1",
-            "--scale",
-            SCALE,
-            "-q",
-        ]),
+        &Dbio::new("setup")
+            .dsn(&require)
+            .schemas(1)
+            .scale(SCALE)
+            .quiet()
+            .output(),
         0,
     );
     for engine in ["client", "server"] {
         let out = tempfile::tempdir().unwrap();
-        let o = dbio(&run_args(&require, out.path().to_str().unwrap(), engine));
+        let o = run_args(&require, out.path().to_str().unwrap(), engine).output();
         assert_exit(&o, 0);
         assert_sessions_used_tls(out.path());
     }
@@ -181,7 +167,7 @@ async fn setup_run_and_ramp_work_over_hostssl_only() {
         server.ca.display()
     ));
     let out = tempfile::tempdir().unwrap();
-    let o = dbio(&run_args(&full, out.path().to_str().unwrap(), "client"));
+    let o = run_args(&full, out.path().to_str().unwrap(), "client").output();
     assert_exit(&o, 0);
     assert_sessions_used_tls(out.path());
     let recorded = read_result(out.path())["config"]["target"]["dsn"]
@@ -193,23 +179,15 @@ async fn setup_run_and_ramp_work_over_hostssl_only() {
 
     let ramp_dir = tempfile::tempdir().unwrap();
     let ramp_out = ramp_dir.path().join("ramp");
-    let o = dbio(&[
-        "ramp",
-        "--dsn",
-        &full,
-        "--schemas",
-        "1",
-        "--scale",
-        SCALE,
-        "--readers",
-        "1,2",
-        "--writers",
-        "0",
-        "--run-time",
-        "1s",
-        "--out",
-        ramp_out.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("ramp")
+        .dsn(&full)
+        .schemas(1)
+        .scale(SCALE)
+        .readers("1,2")
+        .writers(0)
+        .run_time("1s")
+        .out(&ramp_out)
+        .output();
     assert_exit(&o, 0);
     assert!(ramp_out.join("report.html").is_file(), "{}", stdout(&o));
 
@@ -235,7 +213,7 @@ async fn certificate_problems_and_plaintext_fail_with_exit_2_naming_them() {
         "sslmode=verify-ca sslrootcert={}",
         server.other_ca.display()
     ));
-    let o = dbio(&["teardown", "--dsn", &wrong_ca]);
+    let o = Dbio::new("teardown").dsn(&wrong_ca).output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -251,7 +229,7 @@ async fn certificate_problems_and_plaintext_fail_with_exit_2_naming_them() {
         server.pg.cluster.state.port,
         server.ca.display()
     );
-    let o = dbio(&["teardown", "--dsn", &wrong_name]);
+    let o = Dbio::new("teardown").dsn(&wrong_name).output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -260,10 +238,12 @@ async fn certificate_problems_and_plaintext_fail_with_exit_2_naming_them() {
     );
     // verify-ca does not check the name: the same connection works.
     let ca_only = wrong_name.replace("verify-full", "verify-ca");
-    assert_exit(&dbio(&["teardown", "--dsn", &ca_only]), 0);
+    assert_exit(&Dbio::new("teardown").dsn(&ca_only).output(), 0);
 
     // Plaintext is refused by pg_hba.conf (hostssl only), and dbio says what to do.
-    let o = dbio(&["teardown", "--dsn", &server.dsn("sslmode=disable")]);
+    let o = Dbio::new("teardown")
+        .dsn(server.dsn("sslmode=disable"))
+        .output();
     assert_exit(&o, 2);
     let e = stderr(&o);
     assert!(
@@ -335,10 +315,10 @@ fn sslmode_require_sends_no_password_to_a_server_without_tls() {
     );
     // The tokio-postgres connections (every command's first connection).
     for args in [
-        vec!["teardown", "--dsn", &dsn],
-        vec!["check", "--dsn", &dsn],
+        Dbio::new("teardown").dsn(&dsn),
+        Dbio::new("check").dsn(&dsn),
     ] {
-        let o = dbio(&args);
+        let o = args.output();
         assert_exit(&o, 2);
         let e = stderr(&o);
         assert!(
@@ -678,7 +658,7 @@ async fn tls_outcomes_match_psql_row_by_row() {
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
-        let by_dbio = dbio_tests::dbio_env(&["teardown", "--dsn", &dsn], &[("HOME", home)]);
+        let by_dbio = Dbio::new("teardown").dsn(&dsn).env("HOME", home).output();
         let session = dbio_postgres::Target::from_dsn(&dsn)
             .and_then(|t| dbio_postgres::WireConn::open(&t, "dbio-reader-1"));
         let outcome = (
@@ -739,7 +719,12 @@ fn the_results_store_under_sslmode_require_sends_no_password_to_a_server_without
             vec![],
         ),
     ] {
-        let o = dbio_tests::dbio_env(&["history", "list", "--store", &store], &env);
+        let o = env
+            .iter()
+            .fold(Dbio::new("history list").store(&store), |cmd, (k, v)| {
+                cmd.env(k, v)
+            })
+            .output();
         assert_exit(&o, 2);
         let e = stderr(&o);
         assert!(!e.contains(secret), "{e}");

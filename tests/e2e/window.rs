@@ -2,10 +2,9 @@
 //! what is in flight at its end is cancelled and excluded, and database rates divide by the
 //! interval their counters really cover.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, dbio, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{Dbio, TestCluster, assert_exit, num, read_result, stderr, wait_no_dbio_sessions};
 
 /// idx_scan of user1.cf1 once no dbio session is left.
 async fn idx_scan(c: &tokio_postgres::Client) -> i64 {
@@ -30,24 +29,15 @@ fn run_thinking(
 ) -> std::process::Output {
     let config = dir.join("think.yaml");
     std::fs::write(&config, format!("run:\n  think_time: {think}\n")).unwrap();
-    dbio(&[
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--dsn",
-        &pg.dsn(),
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--readers",
-        "2",
-        "--run-time",
-        run_time,
-        "--out",
-        dir.join("out").to_str().unwrap(),
-        "-q",
-    ])
+    pg.dbio("run")
+        .config(&config)
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(2)
+        .run_time(run_time)
+        .out(dir.join("out"))
+        .quiet()
+        .output()
 }
 
 // A 5 s run during a 20 s lock wait took 22 s of wall time, reported "5.000 s measured" and
@@ -61,27 +51,15 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
     let out_dir = tempfile::tempdir().unwrap();
     let run_s = 6.0;
     let started = Instant::now();
-    let child = dbio_tests::dbio_command()
-        .args([
-            "run",
-            "--dsn",
-            &pg.dsn(),
-            "--schemas",
-            "1",
-            "--scale",
-            "1000blocks",
-            "--readers",
-            "2",
-            "--run-time",
-            "6s",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-            "-q",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .readers(2)
+        .run_time("6s")
+        .out(out_dir.path())
+        .quiet()
+        .spawn();
     // Once both readers are reading, a lock that blocks every read for 30 s.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -186,12 +164,10 @@ async fn a_lock_wait_beyond_the_window_is_cancelled_at_its_end() {
         "idx_scan delta {delta}, counted {reads}, excluded {past}"
     );
     // Seen: regress took such a run as its baseline. A flagged run is never one.
-    let refused = dbio(&[
-        "regress",
-        "--baseline",
-        out_dir.path().join("result.json").to_str().unwrap(),
-        out_dir.path().join("result.json").to_str().unwrap(),
-    ]);
+    let refused = Dbio::new("regress")
+        .opt("--baseline", out_dir.path().join("result.json"))
+        .arg(out_dir.path().join("result.json"))
+        .output();
     assert_exit(&refused, 2);
     assert!(
         stderr(&refused).contains("stalled") && stderr(&refused).contains("never a baseline"),
@@ -267,12 +243,10 @@ async fn a_window_without_a_completed_operation_fails_and_is_no_baseline() {
     assert!(report.contains("status FAILED"), "{report}");
     // Never a baseline.
     let json = out_dir.join("result.json");
-    let o = dbio(&[
-        "regress",
-        "--baseline",
-        json.to_str().unwrap(),
-        json.to_str().unwrap(),
-    ]);
+    let o = Dbio::new("regress")
+        .opt("--baseline", &json)
+        .arg(&json)
+        .output();
     assert_ne!(o.status.code(), Some(0));
     assert!(
         stderr(&o).contains("a failed or interrupted run is never a baseline"),

@@ -2,19 +2,14 @@
 //! effective config with its sources, quiet runs, JSON on stdout, compare naming the runs,
 //! charts that read, `dbio report` on ramps and folders, shell completions and the man page.
 
-use std::path::Path;
 use std::process::Command;
 
-use dbio_tests::{TestCluster, assert_exit, dbio, stderr, stdout};
+use dbio_tests::{Dbio, TestCluster, assert_exit, stderr, stdout};
 use serde_json::Value;
 
 fn json_stdout(o: &std::process::Output, what: &str) -> Value {
     serde_json::from_str(&stdout(o))
         .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}):\n{}", stdout(o)))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
 }
 
 // Seen: `dbio ramp -c my.yaml --run-time 2s` ran 5 s steps because the file set
@@ -23,7 +18,6 @@ fn s(p: &Path) -> &str {
 fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
     let pg = TestCluster::start(16);
     pg.load("1", "1000blocks");
-    let dsn = pg.dsn();
     let work = tempfile::tempdir().unwrap();
     let cfg = work.path().join("my.yaml");
     std::fs::write(
@@ -34,19 +28,13 @@ fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
 
     // run: the document on stdout, 1 s measured instead of the file's 6 s.
     let run_dir = work.path().join("run");
-    let o = dbio(&[
-        "run",
-        "-c",
-        s(&cfg),
-        "--dsn",
-        &dsn,
-        "--run-time",
-        "1s",
-        "--format",
-        "json",
-        "--out",
-        s(&run_dir),
-    ]);
+    let o = pg
+        .dbio("run")
+        .config(&cfg)
+        .run_time("1s")
+        .opt("--format", "json")
+        .out(&run_dir)
+        .output();
     assert_exit(&o, 0);
     let r = json_stdout(&o, "run --format json");
     let measured = r["window"]["measured_s"].as_f64().unwrap();
@@ -59,21 +47,14 @@ fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
 
     // ramp: every step's window is the flag's, though the file sets ramp.run_time.
     let ramp_dir = work.path().join("ramp");
-    let o = dbio(&[
-        "ramp",
-        "-c",
-        s(&cfg),
-        "--dsn",
-        &dsn,
-        "--run-time",
-        "1s",
-        "--readers",
-        "1,2",
-        "--format",
-        "json",
-        "--out",
-        s(&ramp_dir),
-    ]);
+    let o = pg
+        .dbio("ramp")
+        .config(&cfg)
+        .run_time("1s")
+        .readers("1,2")
+        .opt("--format", "json")
+        .out(&ramp_dir)
+        .output();
     assert_exit(&o, 0);
     let ramp = json_stdout(&o, "ramp --format json");
     assert_eq!(ramp["kind"], "ramp");
@@ -86,16 +67,7 @@ fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
     assert!(ramp_dir.join("ramp.json").is_file());
 
     // dbio config shows where each value comes from, for the same command line.
-    let o = dbio(&[
-        "config",
-        "ramp",
-        "-c",
-        s(&cfg),
-        "--dsn",
-        &dsn,
-        "--run-time",
-        "1s",
-    ]);
+    let o = pg.dbio("config ramp").config(&cfg).run_time("1s").output();
     assert_exit(&o, 0);
     let text = stdout(&o);
     let line = |key: &str| {
@@ -111,7 +83,7 @@ fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
     assert!(line("run.work_unit").ends_with("default"), "{text}");
     assert!(line("target.dsn").contains("flag --dsn"), "{text}");
     // Without a command line: the file and the defaults.
-    let o = dbio(&["config", "-c", s(&cfg)]);
+    let o = Dbio::new("config").config(&cfg).output();
     assert_exit(&o, 0);
     assert!(
         stdout(&o)
@@ -123,22 +95,15 @@ fn a_flag_beats_the_file_for_run_time_in_run_and_ramp() {
 
     // -q: nothing on stdout or stderr when all goes well (the result is in its folder).
     let quiet_dir = work.path().join("quiet");
-    let o = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "1000blocks",
-        "--run-time",
-        "1s",
-        "--warmup",
-        "200ms",
-        "-q",
-        "--out",
-        s(&quiet_dir),
-    ]);
+    let o = pg
+        .dbio("run")
+        .schemas(1)
+        .scale("1000blocks")
+        .run_time("1s")
+        .opt("--warmup", "200ms")
+        .quiet()
+        .out(&quiet_dir)
+        .output();
     assert_exit(&o, 0);
     assert_eq!(stdout(&o), "", "-q prints nothing on stdout");
     assert_eq!(stderr(&o), "", "-q prints nothing on stderr");
@@ -198,40 +163,29 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
     // 4000 blocks (31.2 MiB) is above shared_buffers, so reads miss it, but below 4 x
     // shared_buffers (64 MiB): every step warns.
     pg.load("1", "4000blocks");
-    let dsn = pg.dsn();
     let work = tempfile::tempdir().unwrap();
     let ramp = |label: &str| {
         let dir = work.path().join(label);
-        let o = dbio(&[
-            "ramp",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "1",
-            "--scale",
-            "4000blocks",
+        let o = pg
+            .dbio("ramp")
+            .schemas(1)
+            .scale("4000blocks")
             // Not in x order: the lines must follow the ramp.
-            "--readers",
-            "2,1",
-            "--repeat",
-            "2",
-            "--run-time",
-            "1s",
-            "--interval",
-            "500ms",
-            "--label",
-            label,
-            "-q",
-            "--out",
-            s(&dir),
-        ]);
+            .readers("2,1")
+            .opt("--repeat", "2")
+            .run_time("1s")
+            .opt("--interval", "500ms")
+            .opt("--label", label)
+            .quiet()
+            .out(&dir)
+            .output();
         assert_exit(&o, 0);
         dir
     };
     let fast = ramp("fast");
     let slow = ramp("slow");
 
-    let o = dbio(&["compare", s(&fast), s(&slow)]);
+    let o = Dbio::new("compare").arg(&fast).arg(&slow).output();
     assert_exit(&o, 0);
     let text = stdout(&o);
     assert!(
@@ -269,20 +223,21 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
     assert!(!p99.contains("not tested"), "{p99}");
 
     // JSON on stdout: compare and regress.
-    let o = dbio(&["compare", s(&fast), s(&slow), "--format", "json"]);
+    let o = Dbio::new("compare")
+        .arg(&fast)
+        .arg(&slow)
+        .opt("--format", "json")
+        .output();
     assert_exit(&o, 0);
     let c = json_stdout(&o, "compare --format json");
     assert_eq!(c["labels"], serde_json::json!(["fast", "slow"]));
     assert!(!c["verdicts"].as_array().unwrap().is_empty());
     assert!(!c["warnings"][1].as_array().unwrap().is_empty());
-    let o = dbio(&[
-        "regress",
-        "--baseline",
-        s(&fast.join("ramp.json")),
-        s(&fast.join("ramp.json")),
-        "--format",
-        "json",
-    ]);
+    let o = Dbio::new("regress")
+        .opt("--baseline", fast.join("ramp.json"))
+        .arg(fast.join("ramp.json"))
+        .opt("--format", "json")
+        .output();
     assert_exit(&o, 0);
     let g = json_stdout(&o, "regress --format json");
     assert_eq!(g["regressed"], false);
@@ -345,10 +300,13 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
     assert_eq!(html.matches("4 x shared_buffers").count(), 1, "{html}");
 
     // dbio report reads a ramp.json and a folder.
-    let o = dbio(&["report", s(&fast.join("ramp.json"))]);
+    let o = Dbio::new("report").arg(fast.join("ramp.json")).output();
     assert_exit(&o, 0);
     assert!(stdout(&o).contains("dbio ramp \"fast\""), "{}", stdout(&o));
-    let o = dbio(&["report", s(&fast), "--format", "csv"]);
+    let o = Dbio::new("report")
+        .arg(&fast)
+        .opt("--format", "csv")
+        .output();
     assert_exit(&o, 0);
     assert_eq!(stdout(&o).lines().count(), 3, "{}", stdout(&o));
     let step_dir = std::fs::read_dir(&fast)
@@ -357,7 +315,10 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
         .map(|e| e.path())
         .find(|p| p.join("result.json").is_file())
         .expect("a step folder");
-    let o = dbio(&["report", s(&step_dir), "--format", "json"]);
+    let o = Dbio::new("report")
+        .arg(&step_dir)
+        .opt("--format", "json")
+        .output();
     assert_exit(&o, 0);
     assert_eq!(json_stdout(&o, "report --format json")["format"], 1);
 }
@@ -365,7 +326,7 @@ fn compare_names_the_runs_and_carries_their_warnings_and_the_charts_read() {
 #[test]
 fn completions_and_the_man_page_are_produced() {
     for shell in ["bash", "zsh", "fish"] {
-        let o = dbio(&["completions", shell]);
+        let o = Dbio::new("completions").arg(shell).output();
         assert_exit(&o, 0);
         let text = stdout(&o);
         assert!(
@@ -388,7 +349,7 @@ fn completions_and_the_man_page_are_produced() {
             );
         }
     }
-    let o = dbio(&["man"]);
+    let o = Dbio::new("man").output();
     assert_exit(&o, 0);
     let page = stdout(&o);
     assert!(
@@ -396,17 +357,17 @@ fn completions_and_the_man_page_are_produced() {
         "{page}"
     );
     let dir = tempfile::tempdir().unwrap();
-    let o = dbio(&["man", "--out", s(dir.path())]);
+    let o = Dbio::new("man").out(dir.path()).output();
     assert_exit(&o, 0);
     for f in ["dbio.1", "dbio-ramp.1", "dbio-compare.1"] {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
     // Each command's help lists its own options only.
-    let check = stdout(&dbio(&["check", "--help"]));
-    let run = stdout(&dbio(&["run", "--help"]));
+    let check = stdout(&Dbio::new("check").arg("--help").output());
+    let run = stdout(&Dbio::new("run").arg("--help").output());
     for setup_only in ["--parallel", "--data-seed", "--force"] {
         assert!(!check.contains(setup_only), "check --help: {setup_only}");
         assert!(!run.contains(setup_only), "run --help: {setup_only}");
     }
-    assert!(stdout(&dbio(&["setup", "--help"])).contains("--parallel"));
+    assert!(stdout(&Dbio::new("setup").arg("--help").output()).contains("--parallel"));
 }

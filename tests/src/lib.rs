@@ -1,8 +1,11 @@
 //! Helpers for dbio's end-to-end tests: a real scratch PostgreSQL per test (through the same
 //! manager `dbio scratch` uses), a client to read the server's own state, and the real `dbio`
-//! binary to drive.
+//! binary to drive, through [`Dbio`] (`pg.dbio("run").schemas(2).output()`).
 
+mod command;
 pub mod containers;
+
+pub use command::Dbio;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -75,22 +78,20 @@ impl TestCluster {
         self.cluster.dsn()
     }
 
+    /// `dbio <subcommand> --dsn <this cluster's DSN>`, to add options to.
+    pub fn dbio(&self, subcommand: &str) -> Dbio {
+        Dbio::new(subcommand).dsn(self.dsn())
+    }
+
     /// `dbio setup` of `schemas` schemas of `scale` (e.g. "1000blocks") on this cluster.
     pub fn load(&self, schemas: &str, scale: &str) {
-        let dsn = self.dsn();
-        assert_exit(
-            &dbio(&[
-                "setup",
-                "--dsn",
-                &dsn,
-                "--schemas",
-                schemas,
-                "--scale",
-                scale,
-                "-q",
-            ]),
-            0,
-        );
+        let out = self
+            .dbio("setup")
+            .schemas(schemas)
+            .scale(scale)
+            .quiet()
+            .output();
+        assert_exit(&out, 0);
     }
 
     pub fn major(&self) -> u32 {
@@ -145,63 +146,6 @@ pub fn dbio_bin() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-/// A `dbio` command whose child starts with SIGINT, SIGTERM and SIGHUP at their default
-/// dispositions, as under a terminal. The tests that signal dbio model a user at a terminal;
-/// under `nohup` (SIGHUP ignored) or a background job of a script (SIGINT ignored) the child
-/// would otherwise inherit the ignored signals, and rightly ignore them.
-pub fn dbio_command() -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(dbio_bin());
-    // SAFETY: signal(2) between fork and exec is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::signal(s, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
-    cmd
-}
-
-/// Runs `dbio args...` with a clean PG* environment and returns its output.
-pub fn dbio(args: &[&str]) -> Output {
-    dbio_env(args, &[])
-}
-
-pub fn dbio_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(dbio_bin());
-    cmd.args(args);
-    for k in [
-        "PGHOST",
-        "PGPORT",
-        "PGUSER",
-        "PGPASSWORD",
-        "PGDATABASE",
-        "PGPASSFILE",
-        "PGSSLMODE",
-        "PGSSLROOTCERT",
-        "PGSSLCERT",
-        "PGSSLKEY",
-        "PGSERVICE",
-        "PGSERVICEFILE",
-        "PGOPTIONS",
-        "PGAPPNAME",
-        "PGTARGETSESSIONATTRS",
-        "PGCHANNELBINDING",
-        "PGCONNECT_TIMEOUT",
-        "DBIO_PG_BIN",
-    ] {
-        cmd.env_remove(k);
-    }
-    // No ~/.pgpass of the machine may leak into a test.
-    cmd.env("PGPASSFILE", "/nonexistent/dbio-test-pgpass");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("dbio runs")
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -466,6 +410,11 @@ impl NamespacedServer {
             "the data directory must be invisible from this host's mount namespace"
         );
         server
+    }
+
+    /// `dbio <subcommand> --dsn <this server's DSN>`, to add options to.
+    pub fn dbio(&self, subcommand: &str) -> Dbio {
+        Dbio::new(subcommand).dsn(&self.dsn)
     }
 
     /// The loop device's name (`loop3`).
