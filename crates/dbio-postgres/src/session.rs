@@ -364,7 +364,12 @@ impl Session for PgSession {
         })
     }
 
-    fn send(&mut self, lo: i64, hi: i64, value: Option<&str>) -> std::result::Result<(), OpError> {
+    fn send(
+        &mut self,
+        lo: i64,
+        hi: i64,
+        value: Option<&str>,
+    ) -> std::result::Result<bool, OpError> {
         self.sent_update = value.is_some();
         match value {
             None => self

@@ -46,6 +46,8 @@ pub(super) struct Slot<S> {
     state: State,
     /// Still to be counted among the sessions that finished their warm-up.
     arrival_due: bool,
+    /// Its socket is watched for writable edges too (a request once did not fit).
+    writable: bool,
     hist: Box<SessionHistograms>,
     first_start: Option<Instant>,
     last_end: Option<Instant>,
@@ -64,6 +66,7 @@ impl<S: Session> Slot<S> {
             n: 0,
             state: State::Idle,
             arrival_due: true,
+            writable: false,
             hist: Box::default(),
             first_start: None,
             last_end: None,
@@ -182,11 +185,11 @@ impl<S: Session> Worker<S> {
             slot.session
                 .set_nonblocking(true)
                 .map_err(|e| io::Error::other(e.message))?;
-            self.poll.registry().register(
-                &mut SourceFd(&fd),
-                Token(i),
-                Interest::READABLE | Interest::WRITABLE,
-            )?;
+            // Readable only: on a Unix socket every request the server reads would also
+            // signal writable, a second wake-up per operation for nothing.
+            self.poll
+                .registry()
+                .register(&mut SourceFd(&fd), Token(i), Interest::READABLE)?;
         }
         Ok(())
     }
@@ -323,24 +326,20 @@ impl<S: Session> Worker<S> {
     /// A session whose run stopped: ended with the stop's cause (unless its own error
     /// ended it).
     fn stop_slot(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
-        if slot.outcome.ended_by != EndedBy::Error {
-            slot.outcome.ended_by = stop_cause(&self.shared);
-        }
-        slot.state = State::Ended;
+        stop_outcome(&mut self.slots[i], &self.shared);
     }
 
     /// Records a finished operation as the thread engine's loop does; false when the
     /// session is done with the phase (it is then parked or ended).
     fn complete(&mut self, i: usize, done: Done, phase: &Phase) -> bool {
-        let shared = Arc::clone(&self.shared);
+        let shared = &*self.shared;
         let slot = &mut self.slots[i];
         let k = done.kind.index();
         match phase {
             Phase::Warmup { end, .. } => {
                 if let Err(e) = &done.result {
                     if shared.stopped() {
-                        self.stop_slot(i);
+                        stop_outcome(slot, shared);
                         return false;
                     }
                     let at_s = -(end.saturating_duration_since(done.t1).as_secs_f64());
@@ -375,7 +374,7 @@ impl<S: Session> Worker<S> {
                     Err(e) => {
                         if shared.stopped() {
                             // Cancelled because the run is stopping.
-                            self.stop_slot(i);
+                            stop_outcome(slot, shared);
                             return false;
                         }
                         slot.outcome.errors[k] += 1;
@@ -451,7 +450,21 @@ impl<S: Session> Worker<S> {
             }
         };
         match sent {
-            Ok(()) => slot.state = State::Busy { kind: op.kind, t0 },
+            Ok(whole) => {
+                slot.state = State::Busy { kind: op.kind, t0 };
+                if !whole && !slot.writable {
+                    // The rest of the request waits for room: from now on the socket's
+                    // writable edges reach `poll_answer` too.
+                    slot.writable = true;
+                    if let Some(fd) = slot.session.event_fd() {
+                        let _ = self.poll.registry().reregister(
+                            &mut SourceFd(&fd),
+                            Token(i),
+                            Interest::READABLE | Interest::WRITABLE,
+                        );
+                    }
+                }
+            }
             Err(e) => {
                 slot.state = State::Failing;
                 self.failed.push((
@@ -467,4 +480,12 @@ impl<S: Session> Worker<S> {
             }
         }
     }
+}
+
+/// Ends a session whose run stopped: the stop's cause, unless its own error ended it.
+fn stop_outcome<S>(slot: &mut Slot<S>, shared: &Shared) {
+    if slot.outcome.ended_by != EndedBy::Error {
+        slot.outcome.ended_by = stop_cause(shared);
+    }
+    slot.state = State::Ended;
 }

@@ -944,16 +944,19 @@ mod tests {
                 fatal: true,
             })
         }
-        fn send(&mut self, lo: i64, hi: i64, value: Option<&str>) -> Result<(), OpError> {
+        fn send(&mut self, lo: i64, hi: i64, value: Option<&str>) -> Result<bool, OpError> {
             use std::io::Write;
             if let Some(v) = value {
                 assert!(v.starts_with("upd:") && v.len() == 120);
             }
             self.sent_rows = (hi - lo + 1) as u64;
-            self.sock.write_all(b"r").map_err(|e| OpError {
-                message: e.to_string(),
-                fatal: true,
-            })
+            self.sock
+                .write_all(b"r")
+                .map(|()| true)
+                .map_err(|e| OpError {
+                    message: e.to_string(),
+                    fatal: true,
+                })
         }
         fn poll_answer(&mut self) -> Result<Option<u64>, OpError> {
             use std::io::Read;

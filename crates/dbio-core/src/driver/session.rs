@@ -49,8 +49,10 @@ pub trait Session: Send + 'static {
     fn set_nonblocking(&mut self, _on: bool) -> Result<(), OpError> {
         Err(no_events())
     }
-    /// Sends an operation without waiting for its answer (a read when `value` is None).
-    fn send(&mut self, _lo: i64, _hi: i64, _value: Option<&str>) -> Result<(), OpError> {
+    /// Sends an operation without waiting for its answer (a read when `value` is None):
+    /// true when the socket took all of it; false when the rest waits for the socket to
+    /// have room (`poll_answer` writes it when the socket says it is writable).
+    fn send(&mut self, _lo: i64, _hi: i64, _value: Option<&str>) -> Result<bool, OpError> {
         Err(no_events())
     }
     /// Reads what the socket has of the answer to the operation sent: Some(rows) once it

@@ -407,11 +407,12 @@ impl WireConn {
     }
 
     /// Sends what `execute` sends, on a non-blocking socket, without waiting for the answer
-    /// (`poll_answer` reads it, and writes what the socket had no room for).
-    pub fn send_execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<(), WireError> {
+    /// (`poll_answer` reads it, and writes what the socket had no room for): true when the
+    /// socket took the whole request.
+    pub fn send_execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<bool, WireError> {
         self.scan = Scan::default();
         self.encode_execute(name, params)?;
-        self.write_some().map(|_| ())
+        self.write_some()
     }
 
     /// Bind (binary parameters, binary results), Execute and Sync into the write buffer.
