@@ -75,9 +75,9 @@ pub struct DriveConfig {
     pub session_engine: SessionEngine,
 }
 
-/// From this many sessions on, `auto` runs the event engine: at 32-64 sessions both cost
-/// about the same client CPU per operation on the bench.py driver part (docs/BENCHMARKS.md),
-/// and the thread engine's grows from there.
+/// From this many sessions on, `auto` runs the event engine: the thread engine's client CPU
+/// per operation grows with sessions (issue 34: above pgbench's from 32), the event engine's
+/// does not; see docs/BENCHMARKS.md, "Session engines", for the measured points.
 pub const EVENTS_FROM: usize = 65;
 
 /// The session engine a run used, and why.
