@@ -170,10 +170,15 @@ def pgbench_bin(cl):
 # Part a: driver cost against pgbench
 # --------------------------------------------------------------------------------------------
 
+def connection_sets(n):
+    """`dbio scratch start --set`s for n client sessions (and a few of dbio's own)."""
+    return (f"max_connections={n + 40}",) if n + 40 > 100 else ()
+
+
 def part_driver(a, base, md):
     cores = os.cpu_count() or 1
     blocks = 32768
-    cl = Cluster(base, "drv", "512MB")
+    cl = Cluster(base, "drv", "512MB", sets=connection_sets(max(a.readers)))
     try:
         data = ["--schemas", "1", "--scale", f"{blocks}blocks"]
         log("driver: loading 1 x 256 MiB and warming shared_buffers")
@@ -192,43 +197,57 @@ def part_driver(a, base, md):
                 p_cmd = [pgb, *cl.libpq_args(), "-n", "-M", "prepared", "-c", str(r),
                          "-j", str(min(cores, r)), "-T", str(a.seconds), "-f", script, cl.conn["dbname"]]
                 cmds[wu] = (d_cmd, p_cmd)
-                d_ops, d_cpu, p_ops, p_cpu = [], [], [], []
+                tools = [f"dbio:{e}" for e in a.session_engines] + ["pgbench"]
+                ops = {t: [] for t in tools}
+                cpu = {t: [] for t in tools}
+                used = {}
+                load = os.getloadavg()[0]
                 for rep in range(a.repeats):
-                    order = ["dbio", "pgbench"] if rep % 2 == 0 else ["pgbench", "dbio"]
+                    order = tools if rep % 2 == 0 else tools[::-1]
                     for tool in order:
-                        if tool == "dbio":
-                            t, res = dbio_run(cl, os.path.join(base, f"drv-{wu}-{r}-{rep}"), d_cmd)
+                        if tool.startswith("dbio:"):
+                            engine = tool.split(":", 1)[1]
+                            t, res = dbio_run(cl, os.path.join(base, f"drv-{wu}-{r}-{engine}-{rep}"),
+                                              [*d_cmd, "--session-engine", engine])
                             n = res["client"]["ops"]
-                            d_ops.append(res["client"]["ops_per_s"])
-                            d_cpu.append(1e6 * t.cpu_s / n)
+                            ops[tool].append(res["client"]["ops_per_s"])
+                            cpu[tool].append(1e6 * t.cpu_s / n)
+                            used[tool] = res["client"].get("session_engine", "?")
                         else:
                             t = run_timed(p_cmd)
                             n = int(re.search(r"number of transactions actually processed: (\d+)", t.out).group(1))
                             tps = float(re.search(r"tps = ([\d.]+)", t.out).group(1))
-                            p_ops.append(tps)
-                            p_cpu.append(1e6 * t.cpu_s / n)
-                row = (wu, r, med(d_ops), med(p_ops), med(d_ops) / med(p_ops),
-                       med(d_cpu), med(p_cpu), med(d_cpu) / med(p_cpu), spread(d_ops), spread(p_ops))
-                log("driver: wu %d readers %d: dbio %.0f ops/s %.1f ms/1000, pgbench %.0f ops/s %.1f ms/1000"
-                    % (wu, r, row[2], row[5], row[3], row[6]))
-                rows.append(row)
+                            ops[tool].append(tps)
+                            cpu[tool].append(1e6 * t.cpu_s / n)
+                load = (load + os.getloadavg()[0]) / 2
+                p_ops, p_cpu = med(ops["pgbench"]), med(cpu["pgbench"])
+                for tool in tools[:-1]:
+                    row = (wu, r, tool.split(":", 1)[1], used.get(tool, "?"), med(ops[tool]), p_ops,
+                           med(ops[tool]) / p_ops, med(cpu[tool]), p_cpu, med(cpu[tool]) / p_cpu,
+                           spread(ops[tool]), spread(ops["pgbench"]), load)
+                    log("driver: wu %d readers %d engine %s (%s): dbio %.0f ops/s, pgbench %.0f ops/s (%.2fx); "
+                        "dbio %.1f ms/1000, pgbench %.1f ms/1000 (%.2fx); load %.1f"
+                        % (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[12]))
+                    rows.append(row)
     finally:
         cl.stop()
     md.append("### Driver cost: dbio against pgbench (same SQL, same clients)\n")
     md.append(f"Data set: 1 schema x {blocks} blocks (256 MiB), shared_buffers = 512MB, warmed by an unmeasured "
               f"5 s run: every read is a buffer hit. {a.seconds} s per run, {a.repeats} runs per tool and point, "
-              "interleaved (dbio, pgbench, pgbench, dbio, ...); medians. Client CPU is the whole process's "
-              "user + system time (wait4's rusage: every thread, connecting included) divided by the operations "
-              "it reports. Goals: ops/s ratio >= 1.10, CPU ratio <= 0.80.\n")
+              "interleaved (each session engine of dbio, then pgbench; reversed every other round); medians. "
+              "Client CPU is the whole process's user + system time (wait4's rusage: every thread, connecting "
+              "included) divided by the operations it reports. `engine` is `--session-engine`, `used` what the "
+              "run recorded (`client.session_engine`); load is the host's 1-minute load average, the mean of its "
+              "values before and after the point. Goals: ops/s ratio >= 1.10, CPU ratio <= 0.80.\n")
     for wu, (d_cmd, p_cmd) in cmds.items():
-        md.append(f"work_unit {wu}: `dbio run --dsn DSN {' '.join(d_cmd)}` against "
+        md.append(f"work_unit {wu}: `dbio run --dsn DSN {' '.join(d_cmd)} --session-engine E` against "
                   f"`pgbench {' '.join(p_cmd[1:])}` with the script `read-wu{wu}.sql`:\n")
         md.append("```\n" + open(os.path.join(base, f"read-wu{wu}.sql")).read() + "```\n")
-    md.append("| work_unit | clients | dbio ops/s | pgbench ops/s | ops/s ratio | dbio CPU ms / 1,000 ops "
-              "| pgbench CPU ms / 1,000 ops | CPU ratio | dbio ops/s spread | pgbench ops/s spread |")
-    md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    md.append("| work_unit | clients | engine | used | dbio ops/s | pgbench ops/s | ops/s ratio | dbio CPU ms / 1,000 ops "
+              "| pgbench CPU ms / 1,000 ops | CPU ratio | dbio ops/s spread | pgbench ops/s spread | load |")
+    md.append("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        md.append("| %d | %d | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f | %.2f | %.2f |" % r)
+        md.append("| %d | %d | %s | %s | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f | %.2f | %.2f | %.1f |" % r)
     md.append("")
     return rows
 
@@ -389,52 +408,64 @@ class ServerCpu:
 
 
 def part_scale(a, base, md):
-    cl = Cluster(base, "scale", "512MB")
+    cl = Cluster(base, "scale", "512MB", sets=connection_sets(max(a.sessions)))
     rows = []
     try:
         data = ["--schemas", "4", "--scale", "8192blocks"]
         run([DBIO, "setup", "--dsn", cl.dsn, *data, "-q"])
         dbio_run(cl, os.path.join(base, "scale-warm"), [*data, "--readers", "4", "--run-time", "5s"])
-        for n in a.sessions:
-            rss, dcpu, scpu, ops = [], [], [], []
-            for rep in range(a.repeats):
-                out = os.path.join(base, f"scale-{n}-{rep}")
-                cmd = [DBIO, "run", "--dsn", cl.dsn, "-q", "--out", out, *data, "--readers", str(n),
-                       "--work-unit", "64", "--run-time", f"{a.seconds}s"]
-                srv = ServerCpu(cl)
-                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                while p.poll() is None:
-                    srv.poll()
-                    time.sleep(0.2)
-                if p.returncode != 0:
-                    sys.exit(f"dbio run failed: {p.stderr.read().decode()}")
-                with open(os.path.join(out, "result.json")) as f:
-                    r = json.load(f)
-                c = r["client"]
-                secs = r["window"]["measured_s"]
-                rss.append(c["max_rss_kib"])
-                dcpu.append(100 * (c["cpu"]["user_s"] + c["cpu"]["system_s"]) / secs)
-                scpu.append(100 * srv.total() / max(secs, 1e-9))
-                ops.append(c["ops_per_s"])
-            row = (n, med(ops), med(rss), med(dcpu), med(scpu))
-            log("scale: %d sessions: %.0f ops/s, RSS %d KiB, dbio %.0f%%, server %.0f%%" % row)
-            rows.append(row)
+        for engine in a.session_engines:
+            for n in a.sessions:
+                rss, dcpu, scpu, ops, cpu_op = [], [], [], [], []
+                load = os.getloadavg()[0]
+                used = "?"
+                for rep in range(a.repeats):
+                    out = os.path.join(base, f"scale-{engine}-{n}-{rep}")
+                    cmd = [DBIO, "run", "--dsn", cl.dsn, "-q", "--out", out, *data, "--readers", str(n),
+                           "--work-unit", "64", "--run-time", f"{a.seconds}s", "--session-engine", engine]
+                    srv = ServerCpu(cl)
+                    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    while p.poll() is None:
+                        srv.poll()
+                        time.sleep(0.2)
+                    if p.returncode != 0:
+                        sys.exit(f"dbio run failed: {p.stderr.read().decode()}")
+                    with open(os.path.join(out, "result.json")) as f:
+                        r = json.load(f)
+                    c = r["client"]
+                    secs = r["window"]["measured_s"]
+                    used = c.get("session_engine", "?")
+                    rss.append(c["max_rss_kib"])
+                    dcpu.append(100 * (c["cpu"]["user_s"] + c["cpu"]["system_s"]) / secs)
+                    cpu_op.append(c["cpu_ms_per_1000_ops"] or float("nan"))
+                    scpu.append(100 * srv.total() / max(secs, 1e-9))
+                    ops.append(c["ops_per_s"])
+                load = (load + os.getloadavg()[0]) / 2
+                row = (engine, used, n, med(ops), med(rss), med(dcpu), med(cpu_op), med(scpu), load)
+                log("scale: %s (%s) %d sessions: %.0f ops/s, RSS %d KiB, dbio %.0f%%, %.2f ms/1000, server %.0f%%, "
+                    "load %.1f" % row)
+                rows.append(row)
     finally:
         cl.stop()
-    base_rss = rows[0][2]
-    md.append("### Scale: 1 to 256 sessions\n")
+    md.append(f"### Scale: {', '.join(map(str, a.sessions))} sessions\n")
     md.append(f"4 schemas x 8192 blocks (256 MiB, cached), work_unit 64, readers only, {a.seconds} s per run, "
               f"{a.repeats} runs per point, medians. RSS is dbio's peak (`client.max_rss_kib`); dbio CPU is its "
-              "user + system time over the window (`client.cpu`) as a share of one core; server CPU is the sum of "
+              "user + system time over the window (`client.cpu`) as a share of one core, and per 1,000 "
+              "operations (`client.cpu_ms_per_1000_ops`); server CPU is the sum of "
               "the cluster's processes' utime + stime from /proc/<pid>/stat, polled every 0.2 s while they live "
-              "(backends exit with their sessions), over the same window. "
-              f"Host: {os.cpu_count()} CPUs = {100 * (os.cpu_count() or 1)}% in all. Goal: <= 256 KiB RSS per "
+              "(backends exit with their sessions), over the same window. `engine` is `--session-engine`, `used` "
+              "what the run recorded; load is the host's 1-minute load average around the point. "
+              f"Host: {os.cpu_count()} CPUs = {100 * (os.cpu_count() or 1)}% in all. Goal: <= 128 KiB RSS per "
               "session, and the server, not dbio, saturates first.\n")
-    md.append("| sessions | ops/s | dbio peak RSS KiB | RSS per session above one, KiB | dbio CPU % | server CPU % |")
-    md.append("|---:|---:|---:|---:|---:|---:|")
-    for n, ops, rss, dc, sc in rows:
-        per = f"{(rss - base_rss) / (n - 1):.0f}" if n > 1 else "-"
-        md.append(f"| {n} | {ops:.0f} | {rss:.0f} | {per} | {dc:.0f} | {sc:.0f} |")
+    md.append("| engine | used | sessions | ops/s | dbio peak RSS KiB | RSS per session above one, KiB | dbio CPU % "
+              "| dbio CPU ms / 1,000 ops | server CPU % | load |")
+    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    base_rss = {}
+    for engine, used, n, ops, rss, dc, cop, sc, load in rows:
+        base_rss.setdefault(engine, (n, rss))
+        n0, r0 = base_rss[engine]
+        per = f"{(rss - r0) / (n - n0):.0f}" if n > n0 else "-"
+        md.append(f"| {engine} | {used} | {n} | {ops:.0f} | {rss:.0f} | {per} | {dc:.0f} | {cop:.2f} | {sc:.0f} | {load:.1f} |")
     md.append("")
 
 
@@ -594,6 +625,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3, help="runs per tool and point")
     p.add_argument("--readers", default="1,2,4,8", help="client counts of the driver and server parts")
     p.add_argument("--work-units", default="1,64", help="work units of the driver and server parts")
+    p.add_argument("--session-engines", default="auto",
+                   help="dbio's --session-engine values the driver and scale parts run (auto, threads, events)")
     p.add_argument("--sessions", default="1,4,16,64,256", help="session counts of the scale part")
     p.add_argument("--cold-levels", default="1,2,4,8,16", help="readers / outstanding I/Os of the cold part")
     p.add_argument("--cold-work-units", default="1,64", help="work units of the cold part")
@@ -603,6 +636,7 @@ def main():
     a = p.parse_args()
     a.readers = [int(x) for x in a.readers.split(",")]
     a.work_units = [int(x) for x in a.work_units.split(",")]
+    a.session_engines = [x for x in a.session_engines.split(",") if x]
     a.sessions = [int(x) for x in a.sessions.split(",")]
     a.cold_levels = [int(x) for x in a.cold_levels.split(",")]
     a.cold_work_units = [int(x) for x in a.cold_work_units.split(",")]

@@ -10,6 +10,7 @@ mod connection;
 mod container;
 mod dataset;
 mod deploy;
+mod engine;
 mod faults;
 mod flash_vs_disk;
 mod gate;

@@ -8,7 +8,7 @@ use dbio_calibrate::Engine as IoEngine;
 use dbio_core::Config;
 use dbio_core::config::{
     Arrival, CapacityMetric, OnError, OnStepFailure, Rate, ReadPath, RedoStress, SearchOver,
-    SessionLoop, Slo, Snapshots, SteadyRule,
+    SessionEngine, SessionLoop, Slo, Snapshots, SteadyRule,
 };
 use dbio_core::units::{Dur, SizeSpec};
 
@@ -448,6 +448,12 @@ pub struct RunArgs {
     /// [config: run.engine; default client]
     #[arg(long, value_name = "ENGINE", value_enum)]
     pub engine: Option<SessionLoopArg>,
+    /// How the client loop's sessions map to OS threads: threads (one per session), events
+    /// (an event loop per core over non-blocking sockets) or auto (threads up to 64
+    /// sessions, events above; threads for TLS, run.rate and run.steady/precondition)
+    /// [config: run.session_engine; default auto]
+    #[arg(long, value_name = "ENGINE", value_enum)]
+    pub session_engine: Option<SessionEngineArg>,
     /// Length of the measured window [config: run.run_time; default 30s]
     #[arg(long, value_name = "DUR", conflicts_with = "work_loop")]
     pub run_time: Option<Dur>,
@@ -591,6 +597,11 @@ macro_rules! core_flag {
 core_flag! {
     /// `--engine` of run, ramp and capacity: where the operation loop runs.
     SessionLoopArg => SessionLoop { Client, Server }
+}
+
+core_flag! {
+    /// `--session-engine` of run, ramp and capacity: how sessions map to OS threads.
+    SessionEngineArg => SessionEngine { Auto, Threads, Events }
 }
 
 core_flag! {
@@ -861,6 +872,9 @@ impl RunArgs {
         if let Some(v) = self.engine {
             r.engine = v.into();
         }
+        if let Some(v) = self.session_engine {
+            r.session_engine = v.into();
+        }
         if let Some(v) = self.run_time {
             r.run_time = v;
             r.work_loop = 0;
@@ -1094,6 +1108,10 @@ mod tests {
         assert_eq!(
             assert_config_spellings::<SessionLoopArg, SessionLoop>(),
             ["client", "server"]
+        );
+        assert_eq!(
+            assert_config_spellings::<SessionEngineArg, SessionEngine>(),
+            ["auto", "threads", "events"]
         );
         assert_eq!(
             assert_config_spellings::<RedoStressArg, RedoStress>(),

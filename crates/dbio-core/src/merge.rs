@@ -464,6 +464,16 @@ pub fn merge(
         cpu,
         cpu_ms_per_1000_ops: cpu_ms,
         max_rss_kib: results.iter().filter_map(|r| r.client.max_rss_kib).max(),
+        // The shards' engine when they all ran the same one.
+        session_engine: results
+            .first()
+            .and_then(|r| r.client.session_engine.clone())
+            .filter(|e| {
+                results
+                    .iter()
+                    .all(|r| r.client.session_engine.as_ref() == Some(e))
+            }),
+        session_engine_why: None,
         read,
         update,
     };
@@ -1004,6 +1014,7 @@ mod tests {
                 steady: None,
                 precondition: None,
                 open_loop: None,
+                session_engine: None,
             },
         );
         // The driver counts sessions' operations; here the histogram is the truth (and a

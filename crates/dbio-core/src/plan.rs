@@ -72,6 +72,7 @@ impl RunPlan {
             steady: r.steady,
             precondition: r.precondition,
             steady_max: r.steady_max.0,
+            session_engine: r.session_engine,
         };
         let mut recorded = config.clone();
         if config.target.dsns.is_empty() {

@@ -399,6 +399,13 @@ pub struct ClientMetrics {
     pub cpu_ms_per_1000_ops: Option<f64>,
     /// dbio's peak resident memory (getrusage ru_maxrss), KiB.
     pub max_rss_kib: Option<u64>,
+    /// How the client loop mapped sessions to OS threads: `threads` (one per session) or
+    /// `events` (an event loop per core); absent for the server loop and older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_engine: Option<String>,
+    /// Why that engine (`run.session_engine` and what the run needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_engine_why: Option<String>,
 }
 
 /// An operation still running this long when the window ended had stalled (a lock wait, a
@@ -600,6 +607,11 @@ impl RunResult {
                 cpu: outcome.client_cpu,
                 cpu_ms_per_1000_ops: cpu_ms,
                 max_rss_kib: crate::driver::max_rss_kib(),
+                session_engine: outcome
+                    .session_engine
+                    .as_ref()
+                    .map(|c| c.engine.as_str().to_string()),
+                session_engine_why: outcome.session_engine.as_ref().map(|c| c.why.clone()),
                 read,
                 update,
             },

@@ -32,6 +32,8 @@ const UPDATE: &str = "dbio_update";
 pub struct PgSession {
     conn: WireConn,
     major: i32,
+    /// The operation the event engine sent is an update (its rows are the tag's).
+    sent_update: bool,
     /// track_io_timing is on in this session (dbio set it, or the server had it on).
     pub io_timing: bool,
 }
@@ -63,6 +65,7 @@ impl PgSession {
         Ok(PgSession {
             conn,
             major: opts.major,
+            sent_update: false,
             io_timing,
         })
     }
@@ -348,6 +351,46 @@ impl Session for PgSession {
 
     fn closer(&self) -> Option<Canceller> {
         closer(&self.conn)
+    }
+
+    fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.conn.event_fd()
+    }
+
+    fn set_nonblocking(&mut self, on: bool) -> std::result::Result<(), OpError> {
+        self.conn.set_nonblocking(on).map_err(|e| OpError {
+            message: format!("setting the socket non-blocking: {e}"),
+            fatal: true,
+        })
+    }
+
+    fn send(
+        &mut self,
+        lo: i64,
+        hi: i64,
+        value: Option<&str>,
+    ) -> std::result::Result<bool, OpError> {
+        self.sent_update = value.is_some();
+        match value {
+            None => self
+                .conn
+                .send_execute(READ, &[Param::Int8(lo), Param::Int8(hi)]),
+            Some(v) => self
+                .conn
+                .send_execute(UPDATE, &[Param::Int8(lo), Param::Int8(hi), Param::Text(v)]),
+        }
+        .map_err(op_error)
+    }
+
+    fn poll_answer(&mut self) -> std::result::Result<Option<u64>, OpError> {
+        let Some(done) = self.conn.poll_answer().map_err(op_error)? else {
+            return Ok(None);
+        };
+        Ok(Some(if self.sent_update {
+            done.tag_rows
+        } else {
+            done.first_int8.unwrap_or(0).max(0) as u64
+        }))
     }
 }
 

@@ -410,6 +410,31 @@ pub enum SessionLoop {
     Server,
 }
 
+/// How the client loop runs its sessions on OS threads (the config's `run.session_engine:`
+/// key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionEngine {
+    /// Threads up to `driver::EVENTS_FROM` sessions, events above, threads whenever the
+    /// run needs what only they do (TLS, an open loop, a wait for steady state).
+    #[default]
+    Auto,
+    /// One OS thread per session, blocking on its own socket.
+    Threads,
+    /// An event loop per core over non-blocking sockets, many sessions per thread.
+    Events,
+}
+
+impl SessionEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEngine::Auto => "auto",
+            SessionEngine::Threads => "threads",
+            SessionEngine::Events => "events",
+        }
+    }
+}
+
 impl SessionLoop {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -486,6 +511,9 @@ pub struct ThinkTimeConfig {
 pub struct RunConfig {
     /// Where the operation loop runs: `client` (default) or `server`.
     pub engine: SessionLoop,
+    /// How the client loop's sessions map to OS threads: `auto` (default), `threads` or
+    /// `events`.
+    pub session_engine: SessionEngine,
     /// Sessions that only read.
     pub readers: u32,
     /// Sessions that only update (classic SLOB `<writers> <readers>`).
@@ -663,6 +691,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             engine: SessionLoop::Client,
+            session_engine: SessionEngine::Auto,
             readers: 1,
             writers: 0,
             update_pct: 0,

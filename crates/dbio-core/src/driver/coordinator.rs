@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::arrivals::Schedule;
 use super::client_loop::{Arrival, Arrivals, SessionCtx, session_loop};
+use super::event_loop::{Slot, WAKE, Worker};
 use super::outcome::{
     DriveOutcome, EndedBy, OpenLoopOutcome, RunStatus, SessionOutcome, add_to, merge_histograms,
 };
@@ -20,8 +21,8 @@ use super::session::{Canceller, Session, SessionSpec};
 use super::steady::{Steadiness, SteadyJudge};
 use super::timeseries::{IntervalRow, Live, Progress, ProgressAcc, drain};
 use super::usage::{cpu_now, cpu_since};
-use super::{DriveConfig, WindowSpec};
-use crate::config::SteadyMetric;
+use super::{DriveConfig, EngineChoice, WindowSpec};
+use crate::config::{SessionEngine, SteadyMetric};
 use crate::interrupt::Interrupts;
 use crate::stats::{LOG_BUCKETS, new_histogram};
 use crate::workload::{OpStream, SessionKind, session_seed};
@@ -46,6 +47,8 @@ pub(super) struct Shared {
     pub(super) board_cv: Condvar,
     /// The coordinated phase before the window the sessions are in ([`PrePhase`]).
     pre_phase: AtomicU8,
+    /// The event engine's workers: woken by every post, as the threads by `board_cv`.
+    pub(super) wakers: Mutex<Vec<Arc<mio::Waker>>>,
 }
 
 /// The phases before the window that the coordinator ends (`run.precondition`, `run.steady`).
@@ -81,6 +84,7 @@ impl Shared {
             board: Mutex::new(Board::default()),
             board_cv: Condvar::new(),
             pre_phase: AtomicU8::new(PrePhase::Over as u8),
+            wakers: Mutex::new(Vec::new()),
         })
     }
 
@@ -132,6 +136,11 @@ impl Shared {
             f(&mut b);
         }
         self.board_cv.notify_all();
+        if let Ok(wakers) = self.wakers.lock() {
+            for w in wakers.iter() {
+                let _ = w.wake();
+            }
+        }
     }
 
     /// Blocks until `pick` finds something on the board or the run stops (then None).
@@ -234,9 +243,22 @@ where
     let schedule = cfg
         .arrivals
         .map(|plan| Arc::new(Schedule::new(plan, Instant::now())));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
+    let mut choice = EngineChoice::of(cfg, &sessions, coordinated);
+    let mut workers: Vec<Worker<S>> = Vec::new();
+    if choice.engine == SessionEngine::Events {
+        match event_workers(&shared, cfg, sessions.len(), &done_tx) {
+            Ok(w) => workers = w,
+            Err(e) => {
+                choice = EngineChoice {
+                    engine: SessionEngine::Threads,
+                    why: format!("{}; the event engine could not start ({e})", choice.why),
+                }
+            }
+        }
+    }
     let mut cancellers = Vec::new();
     let mut lives = Vec::new();
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<SessionOutcome>();
     let mut sessions_n = 0;
     let mut stragglers = Stragglers::new(cfg.grace);
     for (spec, session) in sessions {
@@ -268,6 +290,16 @@ where
             coordinated,
             pre_ops,
         };
+        if !workers.is_empty() {
+            // Round-robin over the workers: each core gets as many sessions as the others.
+            let w = sessions_n % workers.len();
+            workers[w]
+                .slots
+                .push(Slot::new(session, spec.clone(), ops, ctx));
+            sessions_n += 1;
+            stragglers.add(spec, closer);
+            continue;
+        }
         let tx = done_tx.clone();
         let name = spec.name.clone();
         let spawned = std::thread::Builder::new()
@@ -293,6 +325,22 @@ where
                     format!("could not start the thread of {name}: {e}"),
                 );
             }
+        }
+    }
+    for (j, worker) in workers.into_iter().enumerate() {
+        let n = worker.slots.len();
+        let spawned = std::thread::Builder::new()
+            .name(format!("dbio-events-{}", j + 1))
+            .stack_size(WORKER_STACK)
+            .spawn(move || worker.run());
+        if let Err(e) = spawned {
+            for _ in 0..n {
+                drop(Arrival(&arrivals));
+            }
+            shared.stop(
+                RunStatus::Failed,
+                format!("could not start event engine worker {}: {e}", j + 1),
+            );
         }
     }
     drop(done_tx);
@@ -545,8 +593,41 @@ where
         steady: waits.steady,
         precondition: waits.precondition,
         open_loop,
+        session_engine: Some(choice),
     }
 }
+
+/// The event engine's workers, one per core (at most one per session), each with its poll
+/// and the waker the coordinator's posts reach it by.
+fn event_workers<S: Session>(
+    shared: &Arc<Shared>,
+    cfg: &DriveConfig,
+    sessions: usize,
+    done_tx: &mpsc::UnboundedSender<SessionOutcome>,
+) -> std::io::Result<Vec<Worker<S>>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut workers = Vec::new();
+    for _ in 0..cores.min(sessions).max(1) {
+        let poll = mio::Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+        if let Ok(mut w) = shared.wakers.lock() {
+            w.push(waker);
+        }
+        workers.push(Worker {
+            poll,
+            slots: Vec::new(),
+            shared: Arc::clone(shared),
+            warmup: cfg.warmup,
+            lead: cfg.snapshot_lead,
+            tx: done_tx.clone(),
+            failed: Vec::new(),
+        });
+    }
+    Ok(workers)
+}
+
+/// Stack of an event engine worker: shallow too; its sessions live on the heap.
+const WORKER_STACK: usize = 1024 * 1024;
 
 /// Mixes the run's seed for preconditioning's key streams (apart from the workload's).
 const PRECONDITION_SEED: u64 = 0x5052_4543_4f4e_4449;

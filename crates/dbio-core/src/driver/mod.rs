@@ -13,6 +13,7 @@
 mod arrivals;
 mod client_loop;
 mod coordinator;
+mod event_loop;
 mod outcome;
 mod server_loop;
 mod session;
@@ -34,7 +35,7 @@ pub use usage::{cpu_now, max_rss_kib};
 
 use std::time::Duration;
 
-use crate::config::{OnError, SteadyRule};
+use crate::config::{OnError, SessionEngine, SteadyRule};
 use crate::workload::Workload;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +71,60 @@ pub struct DriveConfig {
     pub precondition: Option<SteadyRule>,
     /// The longest either waits (`run.steady_max`).
     pub steady_max: Duration,
+    /// How sessions map to OS threads (`run.session_engine`).
+    pub session_engine: SessionEngine,
+}
+
+/// From this many sessions on, `auto` runs the event engine: the thread engine's client CPU
+/// per operation grows with sessions (issue 34: above pgbench's from 32), the event engine's
+/// does not; see docs/BENCHMARKS.md, "Session engines", for the measured points.
+pub const EVENTS_FROM: usize = 65;
+
+/// The session engine a run used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineChoice {
+    /// `Threads` or `Events` (never `Auto`).
+    pub engine: SessionEngine,
+    pub why: String,
+}
+
+impl EngineChoice {
+    /// What `cfg.session_engine` comes to for these sessions: the event engine needs every
+    /// session's socket (no TLS) and a closed loop without coordinated waits.
+    pub fn of<S: Session>(
+        cfg: &DriveConfig,
+        sessions: &[(SessionSpec, S)],
+        coordinated: bool,
+    ) -> EngineChoice {
+        let blocker = if cfg.arrivals.is_some() {
+            Some("an open loop (run.rate) paces sessions from a shared schedule")
+        } else if coordinated {
+            Some("run.steady and run.precondition are judged interval by interval")
+        } else if sessions.iter().any(|(_, s)| s.event_fd().is_none()) {
+            Some("a session cannot be driven without blocking (TLS)")
+        } else {
+            None
+        };
+        let n = sessions.len();
+        let (engine, why) = match (cfg.session_engine, blocker) {
+            (SessionEngine::Threads, _) => (SessionEngine::Threads, "asked for".to_string()),
+            (SessionEngine::Events, None) => (SessionEngine::Events, "asked for".to_string()),
+            (SessionEngine::Events, Some(b)) => (
+                SessionEngine::Threads,
+                format!("events asked for, but {b}: threads"),
+            ),
+            (SessionEngine::Auto, Some(b)) => (SessionEngine::Threads, format!("auto: {b}")),
+            (SessionEngine::Auto, None) if n >= EVENTS_FROM => (
+                SessionEngine::Events,
+                format!("auto: {n} sessions, events from {EVENTS_FROM}"),
+            ),
+            (SessionEngine::Auto, None) => (
+                SessionEngine::Threads,
+                format!("auto: {n} sessions, threads below {EVENTS_FROM}"),
+            ),
+        };
+        EngineChoice { engine, why }
+    }
 }
 
 /// How much earlier than the window a shard's warm-up ends (`DriveConfig::snapshot_lead`):
@@ -163,6 +218,7 @@ mod tests {
             steady: None,
             precondition: None,
             steady_max: Duration::from_secs(60),
+            session_engine: SessionEngine::Threads,
         }
     }
 
@@ -811,5 +867,300 @@ mod tests {
             );
         }
         assert!(out.db_window_s < 5.0, "{}", out.db_window_s);
+    }
+
+    /// A session over a socket pair whose far end, a thread of its own, answers each
+    /// request after the service time: one fake that both engines drive, the thread engine
+    /// through its blocking calls, the event engine through its socket.
+    struct PipeSession {
+        sock: std::os::unix::net::UnixStream,
+        fail_after: Option<u64>,
+        done: u64,
+        sent_rows: u64,
+    }
+
+    impl PipeSession {
+        fn new(service: Duration, fail_after: Option<u64>) -> PipeSession {
+            use std::io::{Read, Write};
+            let (sock, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
+            std::thread::spawn(move || {
+                let mut b = [0u8; 1];
+                while let Ok(1) = server.read(&mut b) {
+                    std::thread::sleep(service);
+                    if server.write_all(b"k").is_err() {
+                        break;
+                    }
+                }
+            });
+            PipeSession {
+                sock,
+                fail_after,
+                done: 0,
+                sent_rows: 0,
+            }
+        }
+
+        fn answered(&mut self) -> Result<u64, OpError> {
+            self.done += 1;
+            if self.fail_after.is_some_and(|n| self.done > n) {
+                return Err(OpError {
+                    message: "boom".into(),
+                    fatal: false,
+                });
+            }
+            Ok(self.sent_rows)
+        }
+    }
+
+    impl Session for PipeSession {
+        fn read(&mut self, lo: i64, hi: i64) -> Result<u64, OpError> {
+            use std::io::{Read, Write};
+            self.sent_rows = (hi - lo + 1) as u64;
+            let mut b = [0u8; 1];
+            self.sock.write_all(b"r").unwrap();
+            self.sock.read_exact(&mut b).unwrap();
+            self.answered()
+        }
+        fn update(&mut self, lo: i64, hi: i64, value: &str) -> Result<u64, OpError> {
+            assert!(value.starts_with("upd:") && value.len() == 120);
+            self.read(lo, hi)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn flush_stats(&mut self) {}
+        fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+            use std::os::fd::AsRawFd;
+            Some(self.sock.as_raw_fd())
+        }
+        fn set_nonblocking(&mut self, on: bool) -> Result<(), OpError> {
+            self.sock.set_nonblocking(on).map_err(|e| OpError {
+                message: e.to_string(),
+                fatal: true,
+            })
+        }
+        fn send(&mut self, lo: i64, hi: i64, value: Option<&str>) -> Result<bool, OpError> {
+            use std::io::Write;
+            if let Some(v) = value {
+                assert!(v.starts_with("upd:") && v.len() == 120);
+            }
+            self.sent_rows = (hi - lo + 1) as u64;
+            self.sock
+                .write_all(b"r")
+                .map(|()| true)
+                .map_err(|e| OpError {
+                    message: e.to_string(),
+                    fatal: true,
+                })
+        }
+        fn poll_answer(&mut self) -> Result<Option<u64>, OpError> {
+            use std::io::Read;
+            let mut b = [0u8; 1];
+            match self.sock.read(&mut b) {
+                Ok(1) => self.answered().map(Some),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                other => Err(OpError {
+                    message: format!("closed: {other:?}"),
+                    fatal: true,
+                }),
+            }
+        }
+    }
+
+    fn pipes(n: u32, fail_after: Option<u64>) -> Vec<(SessionSpec, PipeSession)> {
+        session_specs(n, 0, &["s1".into()], false)
+            .into_iter()
+            .map(|s| (s, PipeSession::new(Duration::from_millis(2), fail_after)))
+            .collect()
+    }
+
+    fn on(engine: SessionEngine, mut c: DriveConfig) -> DriveConfig {
+        c.session_engine = engine;
+        c
+    }
+
+    fn engine_of(out: &DriveOutcome) -> SessionEngine {
+        out.session_engine.as_ref().expect("a client run").engine
+    }
+
+    #[tokio::test]
+    async fn the_event_engine_counts_what_the_thread_engine_counts() {
+        // The same sessions, seeds and loops: every session's operations, rows and
+        // histogram entries are the same on both engines.
+        let mut runs = Vec::new();
+        for engine in [SessionEngine::Threads, SessionEngine::Events] {
+            let c = on(engine, cfg(WindowSpec::Loops(50), 20));
+            let out = drive(pipes(6, None), &c, Interrupts::never(), |_| {}, ok).await;
+            assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+            assert_eq!(engine_of(&out), engine);
+            assert_eq!(out.histograms[0].len() + out.histograms[1].len(), 300);
+            let series: u64 = out.timeseries.iter().map(|r| r.reads + r.updates).sum();
+            assert_eq!(series, 300, "the time series accounts for every operation");
+            // Every latency includes the far end's 2 ms.
+            assert!(
+                out.histograms[0].min() >= 2000,
+                "{}",
+                out.histograms[0].min()
+            );
+            runs.push(out);
+        }
+        for (t, e) in runs[0].sessions.iter().zip(&runs[1].sessions) {
+            assert_eq!(t.spec, e.spec);
+            assert_eq!((t.ops, t.rows), (e.ops, e.rows), "{}", t.spec.name);
+            assert_eq!(e.ops[0] + e.ops[1], 50);
+            assert_eq!(e.ops[1], 10, "20% of 50 are updates");
+            assert_eq!(e.ended_by, EndedBy::Window);
+            assert!(e.start.is_some() && e.end > e.start);
+        }
+        assert_eq!(runs[0].histograms[1].len(), runs[1].histograms[1].len());
+    }
+
+    #[tokio::test]
+    async fn the_event_engine_bounds_the_window_and_keeps_sessions_apart() {
+        let c = on(
+            SessionEngine::Events,
+            cfg(WindowSpec::Time(Duration::from_millis(400)), 0),
+        );
+        let out = drive(pipes(8, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok, "{:?}", out.error);
+        assert!((out.measured_s - 0.4).abs() < 1e-6, "{}", out.measured_s);
+        let counted: u64 = out.sessions.iter().map(|s| s.ops[0]).sum();
+        assert_eq!(out.histograms[0].len(), counted);
+        for s in &out.sessions {
+            // 2 ms per operation: at most 200 in 400 ms, and many on any machine.
+            assert!(s.ops[0] > 10 && s.ops[0] <= 200, "{s:?}");
+            assert!(s.past_window[0] <= 1, "{s:?}");
+            assert_eq!(s.ended_by, EndedBy::Window);
+        }
+        assert!(out.histograms[0].min() >= 2000);
+    }
+
+    #[tokio::test]
+    async fn the_event_engine_ends_think_times_with_the_window() {
+        let mut c = on(
+            SessionEngine::Events,
+            cfg(WindowSpec::Time(Duration::from_millis(300)), 0),
+        );
+        c.workload.think_frequency = 1;
+        c.workload.think_min = Duration::from_secs(30);
+        c.workload.think_max = Duration::from_secs(30);
+        let started = Instant::now();
+        let out = drive(pipes(4, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, RunStatus::Ok);
+        assert_eq!(engine_of(&out), SessionEngine::Events);
+        for s in &out.sessions {
+            assert_eq!(s.ops, [0, 0], "{s:?}");
+            assert_eq!(s.ended_by, EndedBy::Window);
+        }
+        // A short think time paces the sessions: every other operation waits 20 ms.
+        let mut c = on(
+            SessionEngine::Events,
+            cfg(WindowSpec::Time(Duration::from_millis(500)), 0),
+        );
+        c.workload.think_frequency = 1;
+        c.workload.think_min = Duration::from_millis(20);
+        c.workload.think_max = Duration::from_millis(20);
+        let out = drive(pipes(4, None), &c, Interrupts::never(), |_| {}, ok).await;
+        for s in &out.sessions {
+            // At most 500 / (20 + 2) operations; well above nothing.
+            assert!(s.ops[0] >= 5 && s.ops[0] <= 23, "{s:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_event_engine_aborts_on_the_first_error_or_counts_them() {
+        let c = on(SessionEngine::Events, cfg(WindowSpec::Loops(100), 0));
+        let out = drive(pipes(3, Some(5)), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.as_deref().unwrap_or("").contains("boom"));
+        let mut c = on(SessionEngine::Events, cfg(WindowSpec::Loops(20), 0));
+        c.on_error = OnError::Continue;
+        let out = drive(pipes(3, Some(5)), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!((s.ops[0], s.errors[0]), (5, 15));
+            assert_eq!(
+                s.first_error.as_ref().map(|e| e.message.as_str()),
+                Some("boom")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_event_engine_stops_on_an_interrupt_and_excludes_the_warmup() {
+        let c = on(
+            SessionEngine::Events,
+            cfg(WindowSpec::Time(Duration::from_secs(60)), 0),
+        );
+        let started = Instant::now();
+        let out = drive(
+            pipes(4, None),
+            &c,
+            Interrupts::after(Duration::from_millis(200)),
+            |_| {},
+            ok,
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, RunStatus::Interrupted);
+        assert!(out.measured_s < 1.0, "{}", out.measured_s);
+        assert!(
+            out.sessions
+                .iter()
+                .all(|s| s.ended_by == EndedBy::Interrupted)
+        );
+        let mut c = on(SessionEngine::Events, cfg(WindowSpec::Loops(10), 0));
+        c.warmup = Duration::from_millis(100);
+        let out = drive(pipes(4, None), &c, Interrupts::never(), |_| {}, ok).await;
+        assert_eq!(out.status, RunStatus::Ok);
+        for s in &out.sessions {
+            assert_eq!(s.ops[0], 10, "warm-up operations are not counted");
+        }
+    }
+
+    /// Only what the engine choice looks at: a socket, or none.
+    struct Socketed(bool);
+
+    impl Session for Socketed {
+        fn read(&mut self, _: i64, _: i64) -> Result<u64, OpError> {
+            Ok(0)
+        }
+        fn update(&mut self, _: i64, _: i64, _: &str) -> Result<u64, OpError> {
+            Ok(0)
+        }
+        fn canceller(&self) -> Canceller {
+            Arc::new(|| {})
+        }
+        fn flush_stats(&mut self) {}
+        fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.0.then_some(0)
+        }
+    }
+
+    #[test]
+    fn auto_runs_threads_up_to_64_sessions_and_whenever_events_cannot() {
+        let of = |n: u32, socket: bool, c: &DriveConfig| {
+            let s: Vec<(SessionSpec, Socketed)> = session_specs(n, 0, &["s1".into()], false)
+                .into_iter()
+                .map(|s| (s, Socketed(socket)))
+                .collect();
+            EngineChoice::of(c, &s, c.steady.is_some())
+        };
+        let auto = on(SessionEngine::Auto, cfg(WindowSpec::Loops(1), 0));
+        assert_eq!(of(64, true, &auto).engine, SessionEngine::Threads);
+        assert_eq!(of(65, true, &auto).engine, SessionEngine::Events);
+        let tls = of(65, false, &auto);
+        assert_eq!(tls.engine, SessionEngine::Threads);
+        assert!(tls.why.contains("TLS"), "{}", tls.why);
+        let mut open_loop = on(SessionEngine::Events, cfg(WindowSpec::Loops(1), 0));
+        open_loop.arrivals = Some(open(100.0));
+        let forced = of(8, true, &open_loop);
+        assert_eq!(forced.engine, SessionEngine::Threads);
+        assert!(forced.why.contains("run.rate"), "{}", forced.why);
+        let threads = on(SessionEngine::Threads, cfg(WindowSpec::Loops(1), 0));
+        assert_eq!(of(500, true, &threads).engine, SessionEngine::Threads);
+        let events = on(SessionEngine::Events, cfg(WindowSpec::Loops(1), 0));
+        assert_eq!(of(1, true, &events).engine, SessionEngine::Events);
     }
 }

@@ -233,6 +233,8 @@ pub struct DriveOutcome {
     pub precondition: Option<super::Steadiness>,
     /// The open loop's schedule (`run.rate`).
     pub open_loop: Option<OpenLoopOutcome>,
+    /// The client loop's session engine; None for the server loop.
+    pub session_engine: Option<super::EngineChoice>,
 }
 
 /// The run's read and update histograms: every session's, merged, and each target's

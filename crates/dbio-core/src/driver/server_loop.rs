@@ -217,5 +217,6 @@ where
         steady: None,
         precondition: None,
         open_loop: None,
+        session_engine: None,
     }
 }

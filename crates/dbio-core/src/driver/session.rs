@@ -1,6 +1,7 @@
 //! The benchmark session as the driver sees it: one connection, its statements prepared, and
 //! the mapping of readers and writers to schemas.
 
+use std::os::fd::RawFd;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,37 @@ pub trait Session: Send + 'static {
     /// Makes the database publish this session's pending statistics now (PostgreSQL 15+:
     /// pg_stat_force_next_flush()), before a snapshot is taken; best effort.
     fn flush_stats(&mut self);
+
+    /// The socket the event engine waits on for this session's answers; None when the
+    /// session can only block (TLS, or a backend without the calls below): such a run
+    /// gets a thread per session.
+    fn event_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Switches the socket to non-blocking (true: `send`, `poll_answer`) or back to the
+    /// blocking calls above (false).
+    fn set_nonblocking(&mut self, _on: bool) -> Result<(), OpError> {
+        Err(no_events())
+    }
+    /// Sends an operation without waiting for its answer (a read when `value` is None):
+    /// true when the socket took all of it; false when the rest waits for the socket to
+    /// have room (`poll_answer` writes it when the socket says it is writable).
+    fn send(&mut self, _lo: i64, _hi: i64, _value: Option<&str>) -> Result<bool, OpError> {
+        Err(no_events())
+    }
+    /// Reads what the socket has of the answer to the operation sent: Some(rows) once it
+    /// is complete, None while more is to come (the socket has been read until it had
+    /// nothing more, as edge-triggered readiness requires).
+    fn poll_answer(&mut self) -> Result<Option<u64>, OpError> {
+        Err(no_events())
+    }
+}
+
+fn no_events() -> OpError {
+    OpError {
+        message: "this session cannot be driven by the event engine".into(),
+        fatal: true,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1115,6 +1115,7 @@ mod tests {
             steady: None,
             precondition: None,
             open_loop: None,
+            session_engine: None,
         };
         RunResult::build(
             ctx,

@@ -16,60 +16,103 @@ pub struct Executed {
     pub first_int8: Option<i64>,
 }
 
+/// What has been read of an answer so far: the event engine reads it in several goes.
+#[derive(Debug, Default)]
+pub(super) struct Scan {
+    out: Executed,
+    error: Option<ServerError>,
+}
+
 impl WireConn {
     /// The answer to Bind/Execute/Sync, read in place: the messages of a normal answer
     /// (BindComplete, DataRow, CommandComplete, ReadyForQuery) are scanned in the buffer
     /// without being copied or checked as text; an error goes through the full parser.
     pub(super) fn answer(&mut self) -> Result<Executed, WireError> {
-        let mut out = Executed::default();
-        let mut error: Option<ServerError> = None;
+        self.scan = Scan::default();
         loop {
-            if self.rbuf.len() >= 5 {
-                let len =
-                    u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]])
-                        as usize;
-                if len < 4 {
-                    self.closed = true;
-                    return Err(WireError::Protocol(format!("message length {len}")));
-                }
-                if self.rbuf.len() > len {
-                    let body = &self.rbuf[5..1 + len];
-                    match self.rbuf[0] {
-                        b'D' if out.first_int8.is_none() => out.first_int8 = first_int8(body),
-                        b'C' => out.tag_rows = tag_rows(body),
-                        b'Z' => {
-                            self.rbuf.advance(1 + len);
-                            return match error {
-                                Some(e) => Err(WireError::Server(e)),
-                                None => Ok(out),
-                            };
-                        }
-                        b'E' => {
-                            let Ok(Some(Message::ErrorResponse(body))) =
-                                Message::parse(&mut self.rbuf)
-                            else {
-                                self.closed = true;
-                                return Err(WireError::Protocol("unreadable error message".into()));
-                            };
-                            let e = ServerError::from_body(&body);
-                            if e.ends_connection() {
-                                self.closed = true;
-                                return Err(WireError::Closed(Some(e)));
-                            }
-                            error.get_or_insert(e);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    self.rbuf.advance(1 + len);
-                    continue;
-                }
+            if let Some(done) = self.scan_answer() {
+                return done;
             }
             match self.fill() {
                 Ok(()) => {}
-                Err(WireError::Closed(None)) => return Err(WireError::Closed(error)),
+                Err(WireError::Closed(None)) => {
+                    return Err(WireError::Closed(self.scan.error.take()));
+                }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// The answer as far as the socket has it, without blocking (the socket is
+    /// non-blocking): Some once ReadyForQuery arrived, None when the socket has nothing
+    /// more for now (read until it said so, as edge-triggered readiness requires). A
+    /// request the socket had no room for is written first.
+    pub fn poll_answer(&mut self) -> Result<Option<Executed>, WireError> {
+        if !self.wbuf.is_empty() && !self.write_some()? {
+            return Ok(None);
+        }
+        loop {
+            if let Some(done) = self.scan_answer() {
+                return done.map(Some);
+            }
+            match self.try_fill() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(WireError::Closed(None)) => {
+                    return Err(WireError::Closed(self.scan.error.take()));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Consumes the complete messages in the buffer; Some at ReadyForQuery (or a fatal
+    /// error), None when the answer goes on past what has been read.
+    fn scan_answer(&mut self) -> Option<Result<Executed, WireError>> {
+        loop {
+            if self.rbuf.len() < 5 {
+                return None;
+            }
+            let len = u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]])
+                as usize;
+            if len < 4 {
+                self.closed = true;
+                return Some(Err(WireError::Protocol(format!("message length {len}"))));
+            }
+            if self.rbuf.len() <= len {
+                return None;
+            }
+            let body = &self.rbuf[5..1 + len];
+            match self.rbuf[0] {
+                b'D' if self.scan.out.first_int8.is_none() => {
+                    self.scan.out.first_int8 = first_int8(body)
+                }
+                b'C' => self.scan.out.tag_rows = tag_rows(body),
+                b'Z' => {
+                    self.rbuf.advance(1 + len);
+                    let out = std::mem::take(&mut self.scan.out);
+                    return Some(match self.scan.error.take() {
+                        Some(e) => Err(WireError::Server(e)),
+                        None => Ok(out),
+                    });
+                }
+                b'E' => {
+                    let Ok(Some(Message::ErrorResponse(body))) = Message::parse(&mut self.rbuf)
+                    else {
+                        self.closed = true;
+                        return Some(Err(WireError::Protocol("unreadable error message".into())));
+                    };
+                    let e = ServerError::from_body(&body);
+                    if e.ends_connection() {
+                        self.closed = true;
+                        return Some(Err(WireError::Closed(Some(e))));
+                    }
+                    self.scan.error.get_or_insert(e);
+                    continue;
+                }
+                _ => {}
+            }
+            self.rbuf.advance(1 + len);
         }
     }
 

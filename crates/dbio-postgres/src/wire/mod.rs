@@ -20,13 +20,14 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::{IsNull, Oid};
 
 pub use answer::Executed;
+use answer::Scan;
 pub use cancel::CancelHandle;
 pub use error::{ConnectError, ServerError, WireError};
 pub use stream::ShutdownHandle;
@@ -61,6 +62,8 @@ pub struct WireConn {
     tls: Option<Negotiated>,
     /// tls-server-end-point of the server's certificate, for SCRAM-SHA-256-PLUS.
     end_point: Option<Vec<u8>>,
+    /// The answer being read (the event engine reads it in several goes).
+    scan: Scan,
 }
 
 impl WireConn {
@@ -182,6 +185,7 @@ impl WireConn {
             closed: false,
             tls: negotiated,
             end_point,
+            scan: Scan::default(),
         };
         let mut params = vec![
             ("user", target.user.as_str()),
@@ -286,6 +290,57 @@ impl WireConn {
         }
     }
 
+    /// Writes what the non-blocking socket takes of `wbuf`; true once all of it is written.
+    fn write_some(&mut self) -> Result<bool, WireError> {
+        while !self.wbuf.is_empty() {
+            match self.stream.write(&self.wbuf) {
+                Ok(0) => return Err(self.io_error(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.wbuf.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.wbuf.clear();
+                    return Err(self.io_error(e));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Appends what the non-blocking socket has to `rbuf`: false when it had nothing.
+    fn try_fill(&mut self) -> Result<bool, WireError> {
+        loop {
+            if self.closed {
+                return Err(WireError::Closed(None));
+            }
+            match self.stream.read(&mut self.scratch[..]) {
+                Ok(0) => {
+                    self.closed = true;
+                    return Err(WireError::Closed(None));
+                }
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&self.scratch[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_error(e)),
+            }
+        }
+    }
+
+    /// The socket the event engine waits on; None under TLS, whose records the event
+    /// engine does not read (a TLS run gets a thread per session).
+    pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        (!self.stream.is_tls()).then(|| self.stream.as_fd().as_raw_fd())
+    }
+
+    /// Switches the socket to non-blocking (`send_execute`, `poll_answer`) or back.
+    pub fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.stream.set_nonblocking(on)
+    }
+
     /// Appends what the socket has (blocking until something arrives) to `rbuf`.
     fn fill(&mut self) -> Result<(), WireError> {
         loop {
@@ -346,6 +401,22 @@ impl WireConn {
     /// Executes a prepared statement: Bind (binary parameters, binary results), Execute and
     /// Sync in one write, then the answer up to ReadyForQuery.
     pub fn execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<Executed, WireError> {
+        self.encode_execute(name, params)?;
+        self.send()?;
+        self.answer()
+    }
+
+    /// Sends what `execute` sends, on a non-blocking socket, without waiting for the answer
+    /// (`poll_answer` reads it, and writes what the socket had no room for): true when the
+    /// socket took the whole request.
+    pub fn send_execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<bool, WireError> {
+        self.scan = Scan::default();
+        self.encode_execute(name, params)?;
+        self.write_some()
+    }
+
+    /// Bind (binary parameters, binary results), Execute and Sync into the write buffer.
+    fn encode_execute(&mut self, name: &str, params: &[Param<'_>]) -> Result<(), WireError> {
         let bound = frontend::bind(
             "",
             name,
@@ -369,8 +440,7 @@ impl WireConn {
         }
         frontend::execute("", 0, &mut self.wbuf)?;
         frontend::sync(&mut self.wbuf);
-        self.send()?;
-        self.answer()
+        Ok(())
     }
 }
 

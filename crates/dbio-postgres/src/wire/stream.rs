@@ -68,6 +68,16 @@ impl Stream {
         }
     }
 
+    pub(super) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tls(_) => Err(io::Error::other(
+                "a TLS session is read blocking (thread per session)",
+            )),
+        }
+    }
+
     pub(super) fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
     }
