@@ -2,7 +2,7 @@
 //! server's own counters, at a session count where `auto` picks it and on a few sessions
 //! where it is asked for, and result.json naming the engine each run used.
 
-use dbio_tests::{TestCluster, assert_exit, dbio, idx_scans, num, read_result};
+use dbio_tests::{TestCluster, assert_exit, idx_scans, num, read_result};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -36,25 +36,16 @@ async fn auto_drives_many_sessions_on_the_event_engine_and_the_server_counts_the
     let c = pg.client().await;
     let before = idx_scans(&c).await;
     let out_dir = tempfile::tempdir().unwrap();
-    let dsn = pg.dsn();
-    let out = dbio(&[
-        "run",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        SCALE,
-        "--readers",
-        "120",
-        "--writers",
-        "8",
-        "--run-time",
-        "4s",
-        "--out",
-        out_dir.path().to_str().unwrap(),
-        "-q",
-    ]);
+    let out = pg
+        .dbio("run")
+        .schemas(2)
+        .scale(SCALE)
+        .readers(120)
+        .writers(8)
+        .run_time("4s")
+        .out(out_dir.path())
+        .quiet()
+        .output();
     assert_exit(&out, 0);
     let after = idx_scans(&c).await;
     let r = read_result(out_dir.path());
@@ -103,27 +94,17 @@ async fn the_engine_asked_for_runs_exact_work_loops_either_way() {
     for engine in ["events", "threads"] {
         let before = idx_scans(&c).await;
         let out_dir = tempfile::tempdir().unwrap();
-        let dsn = pg.dsn();
-        let out = dbio(&[
-            "run",
-            "--dsn",
-            &dsn,
-            "--schemas",
-            "2",
-            "--scale",
-            SCALE,
-            "--readers",
-            "3",
-            "--writers",
-            "2",
-            "--work-loop",
-            "40",
-            "--session-engine",
-            engine,
-            "--out",
-            out_dir.path().to_str().unwrap(),
-            "-q",
-        ]);
+        let out = pg
+            .dbio("run")
+            .schemas(2)
+            .scale(SCALE)
+            .readers(3)
+            .writers(2)
+            .opt("--work-loop", "40")
+            .opt("--session-engine", engine)
+            .out(out_dir.path())
+            .quiet()
+            .output();
         assert_exit(&out, 0);
         let after = idx_scans(&c).await;
         let r = read_result(out_dir.path());
