@@ -108,9 +108,9 @@ pub enum Command {
     ///
     /// R readers (each mixing in updates at --update-pct) and W writers, one connection each
     /// (application_name dbio-reader-<n> / dbio-writer-<n>), mapped to the schemas
-    /// round-robin. All connect and prepare first, then start together; the window is
-    /// --run-time, or --work-loop operations per session. Writes result.json and report.txt
-    /// to --out (default results/<UTC timestamp>-<label>/). Ctrl-C stops the sessions,
+    /// round-robin. All connect and prepare first (32 at a time), then start together; the
+    /// window is --run-time, or --work-loop operations per session. Writes result.json and
+    /// report.txt to --out (default results/<UTC timestamp>-<label>/). Ctrl-C stops the sessions,
     /// cancels their statements and writes the result with status `interrupted`.
     Run {
         #[command(flatten)]
@@ -449,8 +449,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ENGINE", value_enum)]
     pub engine: Option<SessionLoopArg>,
     /// How the client loop's sessions map to OS threads: threads (one per session), events
-    /// (an event loop per core over non-blocking sockets) or auto (threads up to 64
-    /// sessions, events above; threads for TLS, run.rate and run.steady/precondition)
+    /// (an event loop per core over non-blocking sockets) or auto (threads below 32
+    /// sessions, events from 32; threads for TLS, run.rate and run.steady/precondition)
     /// [config: run.session_engine; default auto]
     #[arg(long, value_name = "ENGINE", value_enum)]
     pub session_engine: Option<SessionEngineArg>,

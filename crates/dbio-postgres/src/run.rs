@@ -6,6 +6,8 @@
 //! prepared, before the driver's clock starts.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use dbio_core::Config;
 use dbio_core::config::{ReadPath, RedoStress};
@@ -347,20 +349,54 @@ pub async fn open_loop_sessions(
     .await
 }
 
-/// Opens one session per spec on the blocking pool, all at once, in spec order.
+/// How many sessions are opened at once. All at once, a thousand sessions were a thousand
+/// threads and as many simultaneous logons: thread starts, lock contention and page faults
+/// were most of what a short run at 512 sessions cost the client (issue 34). 32 at a time
+/// still overlap the round trips of a distant server's logons.
+const OPENING_AT_ONCE: usize = 32;
+
+/// Opens one session per spec on the blocking pool, [`OPENING_AT_ONCE`] at a time, and
+/// returns them in spec order. The first failure stops the openers (the sessions already
+/// open are closed), and so does the caller giving up (a Ctrl-C drops this future).
 async fn open_all<T, F>(specs: &[SessionSpec], open: F) -> Result<Vec<(SessionSpec, T)>>
 where
     T: Send + 'static,
     F: Fn(&SessionSpec) -> Result<T> + Send + Sync + 'static,
 {
-    let open = std::sync::Arc::new(open);
+    /// Stops the openers when dropped: on return, and when the caller drops the future.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let open = Arc::new(open);
+    let specs: Arc<[SessionSpec]> = specs.into();
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let mut tasks = JoinSet::new();
-    for spec in specs {
-        let spec = spec.clone();
-        let open = std::sync::Arc::clone(&open);
+    for _ in 0..specs.len().min(OPENING_AT_ONCE) {
+        let (open, specs, next, stop) = (
+            Arc::clone(&open),
+            Arc::clone(&specs),
+            Arc::clone(&next),
+            Arc::clone(&stop.0),
+        );
         tasks.spawn_blocking(move || {
-            let s = open(&spec)?;
-            Ok::<_, PgError>((spec, s))
+            let mut opened = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let Some(spec) = specs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    break;
+                };
+                match open(spec) {
+                    Ok(s) => opened.push((spec.clone(), s)),
+                    Err(e) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok::<_, PgError>(opened)
         });
     }
     let mut out = Vec::with_capacity(specs.len());
@@ -370,8 +406,9 @@ where
             message: format!("a session task ended abnormally: {e}"),
             hint: None,
         })??;
-        out.push(opened);
+        out.extend(opened);
     }
+    drop(stop);
     out.sort_by_key(|(s, _)| s.index);
     Ok(out)
 }

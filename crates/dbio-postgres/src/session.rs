@@ -51,14 +51,17 @@ impl PgSession {
         let (mut conn, io_timing) =
             connect(target, application_name, opts.statement_timeout, opts)?;
         let failed = failure(application_name);
-        conn.prepare(READ, &sql::read_range(schema), &[INT8, INT8])
-            .map_err(|e| failed(format!("preparing the read of {schema}"), e))?;
-        conn.prepare(
-            UPDATE,
-            &sql::update_range(schema, opts.heavy),
-            &[INT8, INT8, TEXT],
-        )
-        .map_err(|e| failed(format!("preparing the update of {schema}"), e))?;
+        // Both in one round trip: at a thousand sessions each round trip of their start
+        // costs the client a wake-up per session (issue 34).
+        conn.prepare_all(&[
+            (READ, &sql::read_range(schema), &[INT8, INT8]),
+            (
+                UPDATE,
+                &sql::update_range(schema, opts.heavy),
+                &[INT8, INT8, TEXT],
+            ),
+        ])
+        .map_err(|e| failed(format!("preparing the read and the update of {schema}"), e))?;
         // The settings' and prepares' transactions are published now, before the "before"
         // snapshot, so the window's commits are the operations'.
         flush_stats(&mut conn, opts.major);
@@ -115,11 +118,24 @@ fn connect(
 ) -> Result<(WireConn, bool)> {
     let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
-    conn.simple(&sql::session_settings(
-        statement_timeout.as_millis(),
-        opts.major,
-    ))
-    .map_err(|e| failed("setting statement_timeout and the idle timeouts".into(), e))?;
+    // One round trip for the settings every session must have. One plan for the whole run,
+    // as SLOB's shared cursor: custom plans would re-plan every call and, near the key
+    // range's ends, probe the index from the planner (get_actual_variable_range), adding
+    // index scans that are not the workload's. The read path is the one preflight verified
+    // the plan of (its EXPLAIN ran under the same setting).
+    let settings = format!(
+        "{}; SET plan_cache_mode = force_generic_plan; {}",
+        sql::session_settings(statement_timeout.as_millis(), opts.major),
+        sql::read_path_settings(opts.read_path)
+    );
+    conn.simple(&settings).map_err(|e| {
+        failed(
+            "setting statement_timeout, the idle timeouts, plan_cache_mode and the read path"
+                .into(),
+            e,
+        )
+    })?;
+    // Apart: a role that may not set it must not lose the settings above with it.
     let io_timing = match conn.simple("SET track_io_timing = on") {
         Ok(_) => true,
         Err(_) => conn
@@ -128,14 +144,6 @@ fn connect(
             .flatten()
             .is_some_and(|v| v == "on"),
     };
-    // One plan for the whole run, as SLOB's shared cursor: custom plans would re-plan
-    // every call and, near the key range's ends, probe the index from the planner
-    // (get_actual_variable_range), adding index scans that are not the workload's.
-    conn.simple("SET plan_cache_mode = force_generic_plan")
-        .map_err(|e| failed("setting plan_cache_mode".into(), e))?;
-    // The read path preflight verified the plan of (its EXPLAIN ran under the same setting).
-    conn.simple(sql::read_path_settings(opts.read_path))
-        .map_err(|e| failed("setting the read path".into(), e))?;
     Ok((conn, io_timing))
 }
 

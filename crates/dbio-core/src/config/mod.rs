@@ -415,7 +415,7 @@ pub enum SessionLoop {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionEngine {
-    /// Threads up to `driver::EVENTS_FROM` sessions, events above, threads whenever the
+    /// Threads below `driver::EVENTS_FROM` sessions, events from there, threads whenever the
     /// run needs what only they do (TLS, an open loop, a wait for steady state).
     #[default]
     Auto,

@@ -92,6 +92,7 @@ pub(super) struct Runner<S> {
     pub(super) value: String,
     pub(super) n: u64,
     pub(super) shared: Arc<Shared>,
+    pub(super) live: Arc<Live>,
     /// The end of the phase the session is in (warm-up, or a timed window): a think time
     /// never sleeps past it, and no operation starts after it. A 30 s think time in a 2 s
     /// window kept the run 30 s and counted an operation that ended after the window.
@@ -124,6 +125,7 @@ impl<S: Session> Runner<S> {
             Some(schedule) => Some(self.wait_for_start(schedule)?),
             None => None,
         };
+        self.live.in_flight.store(true, Ordering::Relaxed);
         let t0 = Instant::now();
         let result = match op.kind {
             OpKind::Read => self.session.read(op.lo, op.hi),
@@ -132,6 +134,7 @@ impl<S: Session> Runner<S> {
                 self.session.update(op.lo, op.hi, &self.value)
             }
         };
+        self.live.in_flight.store(false, Ordering::Relaxed);
         Some(Done {
             kind: op.kind,
             t0,
@@ -258,6 +261,7 @@ pub(super) fn session_loop<S: Session>(
         value: String::with_capacity(128),
         n: 0,
         shared: Arc::clone(&ctx.shared),
+        live: Arc::clone(&ctx.live),
         deadline: None,
         schedule: ctx.schedule.clone(),
     };

@@ -334,6 +334,7 @@ impl<S: Session> Worker<S> {
     fn complete(&mut self, i: usize, done: Done, phase: &Phase) -> bool {
         let shared = &*self.shared;
         let slot = &mut self.slots[i];
+        slot.ctx.live.in_flight.store(false, Ordering::Relaxed);
         let k = done.kind.index();
         match phase {
             Phase::Warmup { end, .. } => {
@@ -452,6 +453,7 @@ impl<S: Session> Worker<S> {
         match sent {
             Ok(whole) => {
                 slot.state = State::Busy { kind: op.kind, t0 };
+                slot.ctx.live.in_flight.store(true, Ordering::Relaxed);
                 if !whole && !slot.writable {
                     // The rest of the request waits for room: from now on the socket's
                     // writable edges reach `poll_answer` too.

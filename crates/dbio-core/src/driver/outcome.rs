@@ -146,9 +146,11 @@ impl SessionHistograms {
         for (kind, b) in buckets.iter().enumerate() {
             for (i, &n) in b.iter().enumerate().filter(|(_, n)| **n > 0) {
                 let upper = ((1u64 << (i + 1).min(40)) - 1).max(1);
-                out.kinds[kind]
-                    .get_or_insert_with(crate::stats::new_session_histogram)
-                    .saturating_record_n(upper, u32::try_from(n).unwrap_or(u32::MAX));
+                crate::stats::record_session(
+                    out.kinds[kind].get_or_insert_with(crate::stats::new_session_histogram),
+                    upper,
+                    u32::try_from(n).unwrap_or(u32::MAX),
+                );
             }
         }
         out
@@ -156,16 +158,21 @@ impl SessionHistograms {
 
     #[inline]
     pub(super) fn record(&mut self, kind: usize, value_us: u64) {
-        self.kinds[kind]
-            .get_or_insert_with(crate::stats::new_session_histogram)
-            .saturating_record(value_us);
+        crate::stats::record_session(
+            self.kinds[kind].get_or_insert_with(crate::stats::new_session_histogram),
+            value_us,
+            1,
+        );
     }
 
     #[inline]
     pub(super) fn record_lag(&mut self, value_us: u64) {
-        self.lag
-            .get_or_insert_with(crate::stats::new_session_histogram)
-            .saturating_record(value_us.max(1));
+        crate::stats::record_session(
+            self.lag
+                .get_or_insert_with(crate::stats::new_session_histogram),
+            value_us,
+            1,
+        );
     }
 
     /// Adds every recorded value to the run's u64 histograms (bucket by bucket, so nothing is

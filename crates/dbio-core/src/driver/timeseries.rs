@@ -2,7 +2,7 @@
 //! coordinator drains every interval.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,8 @@ pub(super) struct Live {
     pub(super) lag_sum_us: AtomicU64,
     pub(super) lag_n: AtomicU64,
     pub(super) lag_max_us: AtomicU64,
+    /// An operation of the session is on the wire: what the window's end cancels.
+    pub(super) in_flight: AtomicBool,
 }
 
 impl Live {

@@ -109,7 +109,8 @@ pub fn render_text(r: &RunResult) -> String {
     {
         let _ = writeln!(
             o,
-            "          {} operation(s) in flight at its end cancelled and not counted; \
+            "          {} operation(s) in flight at its end not counted (cancelled if still running \
+             0.1 s later); \
              database counters cover {db_s:.3} s (until the last session stopped)",
             w.ops_past_window
         );

@@ -31,10 +31,30 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap_or_else(|_| unreachable_histogram())
 }
 
-/// The same layout with u32 counts, for per-session recording.
+/// What a session's histogram holds when it is made: 1 µs to 100 ms (32 KiB of u32 counts
+/// where the 60 s layout takes 68 KiB); it grows on the first longer operation.
+const SESSION_HIGH_US: u64 = 100_000;
+
+/// The same layout with u32 counts, for per-session recording, made for values up to 100 ms
+/// and grown, bucket by bucket, on the first longer one ([`record_session`]). Most sessions
+/// never see one, and at a thousand sessions the untouched half of each histogram was the
+/// larger part of dbio's memory and of what starting them cost (page faults; issue 34).
 pub fn new_session_histogram() -> Histogram<u32> {
-    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| std::process::abort()))
+    let mut h = Histogram::new_with_bounds(1, SESSION_HIGH_US, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| std::process::abort()));
+    h.auto(true);
+    h
+}
+
+/// Records `count` operations of `value_us` in a session's histogram: values below 1 µs count
+/// as 1 µs and above [`MAX_LATENCY_US`] as 60 s, as in the run's histograms; the histogram
+/// grows to hold a value above its range.
+#[inline]
+pub fn record_session(h: &mut Histogram<u32>, value_us: u64, count: u32) {
+    let v = value_us.clamp(1, MAX_LATENCY_US);
+    if h.record_n(v, count).is_err() {
+        h.saturating_record_n(v, count);
+    }
 }
 
 #[cold]
@@ -199,6 +219,41 @@ mod tests {
         b.drain_into(&mut again);
         assert_eq!(again.iter().sum::<u64>(), 0, "drain zeroes");
         assert_eq!(bucket_quantile(&again, 0.5), None);
+    }
+
+    #[test]
+    fn session_histograms_start_small_and_grow_to_sixty_seconds() {
+        let mut h = new_session_histogram();
+        let made = h.distinct_values();
+        assert!(
+            made * 2 < new_histogram().distinct_values(),
+            "a new session histogram holds {made} counts"
+        );
+        for v in [0, 1, 90_000, 2_000_000, MAX_LATENCY_US * 10] {
+            record_session(&mut h, v, 3);
+        }
+        assert!(h.distinct_values() > made, "it grew for 2 s and 60 s");
+        assert_eq!(h.len(), 15);
+        assert_eq!(h.min(), 1);
+        assert_eq!(h.count_at(1), 6, "0 µs counts as 1 µs");
+        assert!(h.equivalent(h.max(), MAX_LATENCY_US), "{}", h.max());
+        assert!(h.equivalent(h.value_at_quantile(0.7), 2_000_000));
+        // Merged into a run's histogram, every value lands where a 60 s histogram puts it.
+        let mut run = new_histogram();
+        for v in h.iter_recorded() {
+            run.saturating_record_n(v.value_iterated_to(), v.count_at_value() as u64);
+        }
+        let mut direct = new_histogram();
+        for v in [1, 1, 90_000, 2_000_000, MAX_LATENCY_US] {
+            direct.saturating_record_n(v, 3);
+        }
+        for q in [0.1, 0.5, 0.7, 0.9, 1.0] {
+            assert_eq!(
+                run.value_at_quantile(q),
+                direct.value_at_quantile(q),
+                "q {q}"
+            );
+        }
     }
 
     #[test]

@@ -392,7 +392,16 @@ impl WireConn {
 
     /// Prepares a named statement with these parameter types.
     pub fn prepare(&mut self, name: &str, sql: &str, types: &[Oid]) -> Result<(), WireError> {
-        frontend::parse(name, sql, types.iter().copied(), &mut self.wbuf)?;
+        self.prepare_all(&[(name, sql, types)])
+    }
+
+    /// Prepares named statements (name, SQL, parameter types) in one round trip: every
+    /// Parse, then one Sync. The first error is returned; none of them is then usable
+    /// (after an error the server skips the rest up to the Sync).
+    pub fn prepare_all(&mut self, statements: &[(&str, &str, &[Oid])]) -> Result<(), WireError> {
+        for (name, sql, types) in statements {
+            frontend::parse(name, sql, types.iter().copied(), &mut self.wbuf)?;
+        }
         frontend::sync(&mut self.wbuf);
         self.send()?;
         self.finish(|_| {})
