@@ -8,7 +8,7 @@
 //! existing one) whose first block is dbio's mark, and only such a file takes writes unless
 //! the user says `--destroy-data`. Any other file or device is measured read-only.
 //!
-//! Layout: [`target`] decides what the path is and what may be done with it, `engine` holds
+//! Layout: `target` decides what the path is and what may be done with it, `engine` holds
 //! the psync and io_uring engines, [`model`] the measured points, [`report`] the text and CSV
 //! files.
 

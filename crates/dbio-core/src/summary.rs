@@ -103,7 +103,7 @@ pub struct StepSummary {
     pub device_read_iops: Option<Stat>,
     pub physical_read_ratio: Option<f64>,
     /// The backends' own physical-read ratio (bytes they fetched from storage over bytes they
-    /// read, /proc/<pid>/io; the lowest target's over several), mean over repeats: it tells a
+    /// read, `/proc/<pid>/io`; the lowest target's over several), mean over repeats: it tells a
     /// page-cache step where the device's figure is missing or shared.
     #[serde(default)]
     pub backends_physical_read_ratio: Option<f64>,

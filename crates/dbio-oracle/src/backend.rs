@@ -383,7 +383,7 @@ impl DataSet for OracleBackend {
         ))
     }
 
-    /// Off the async runtime's workers ([`read_only`]).
+    /// Off the async runtime's workers; an interrupt breaks the statement in flight.
     async fn check(&mut self, config: &Config) -> Result<CheckReport, BackendError> {
         let (admin, config, timeouts) = (self.admin.clone(), config.clone(), self.timeouts);
         read_only(move |b| {

@@ -58,7 +58,7 @@ pub fn counters_in(diskstats: &str, device: &Device) -> Option<DiskCounters> {
         .map(|(_, c)| c)
 }
 
-/// One line of /proc/<pid>/mountinfo (proc_pid_mountinfo(5)): mount ID, parent ID,
+/// One line of `/proc/<pid>/mountinfo` (proc_pid_mountinfo(5)): mount ID, parent ID,
 /// major:minor, root, mount point, options, optional fields, `-`, fstype, source, options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {

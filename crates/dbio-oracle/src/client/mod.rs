@@ -88,7 +88,7 @@ struct Tracked {
     in_call: AtomicBool,
 }
 
-/// A connection dbio owns. Its calls go through [`Conn::call`], which marks them in flight;
+/// A connection dbio owns. Its calls go through `Conn::call`, which marks them in flight;
 /// it logs off when dropped, on the dropping thread, within [`LOGOFF_DEADLINE`].
 pub struct Conn {
     inner: Arc<Tracked>,
