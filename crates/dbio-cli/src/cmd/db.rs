@@ -297,7 +297,7 @@ pub(crate) fn load_calibration(
     match &config.run.calibration {
         Some(file) => Ok(Some((
             file.display().to_string(),
-            dbio_calibrate::Calibration::read(file).map_err(|e| Failure::new(2, e))?,
+            dbio_calibrate::Calibration::read(file)?,
         ))),
         None => Ok(None),
     }
