@@ -125,12 +125,10 @@ impl Db {
         let prefix = &config.data.prefix;
         match self {
             Db::Postgres(targets) => {
-                let mut backend = Db::first_pg(targets, "tear down")?;
-                super::interruptible(backend.teardown_plan(prefix), "teardown").await
+                teardown_plan(&mut Db::first_pg(targets, "tear down")?, prefix).await
             }
             Db::Oracle(admin) => {
-                let mut backend = crate::oracle::data_set(admin.clone(), config);
-                super::interruptible(backend.teardown_plan(prefix), "teardown").await
+                teardown_plan(&mut crate::oracle::data_set(admin.clone(), config), prefix).await
             }
         }
     }
@@ -143,18 +141,16 @@ impl Db {
         drop_dependents: bool,
     ) -> Result<TeardownReport, Failure> {
         let prefix = &config.data.prefix;
-        Ok(match self {
+        match self {
             Db::Postgres(targets) => {
-                Db::first_pg(targets, "tear down")?
-                    .teardown(prefix, drop_dependents, interrupts())
-                    .await?
+                let mut backend = Db::first_pg(targets, "tear down")?;
+                teardown(&mut backend, prefix, drop_dependents).await
             }
             Db::Oracle(admin) => {
-                crate::oracle::data_set(admin.clone(), config)
-                    .teardown(prefix, drop_dependents, interrupts())
-                    .await?
+                let mut backend = crate::oracle::data_set(admin.clone(), config);
+                teardown(&mut backend, prefix, drop_dependents).await
             }
-        })
+        }
     }
 
     /// One ramp through the pipeline: every step a run, then the ramp's files.
@@ -259,6 +255,27 @@ pub(crate) async fn check<D: DataSet>(
     config: &Config,
 ) -> Result<CheckReport, Failure> {
     super::interruptible(backend.check(config), "check").await
+}
+
+/// What `dbio teardown` would drop on `backend`'s target, until it is read or Ctrl-C (SIGTERM,
+/// SIGHUP).
+pub(crate) async fn teardown_plan<D: DataSet>(
+    backend: &mut D,
+    prefix: &str,
+) -> Result<TeardownPlan, Failure> {
+    super::interruptible(backend.teardown_plan(prefix), "teardown").await
+}
+
+/// `dbio teardown --yes` on `backend`'s target, until it ends or the first Ctrl-C (SIGTERM,
+/// SIGHUP) stops it (the backend says what it left).
+pub(crate) async fn teardown<D: DataSet>(
+    backend: &mut D,
+    prefix: &str,
+    drop_dependents: bool,
+) -> Result<TeardownReport, Failure> {
+    Ok(backend
+        .teardown(prefix, drop_dependents, interrupts())
+        .await?)
 }
 
 /// `dbio setup` on `backend`'s target (`shown`): a line saying what it builds, then the load
