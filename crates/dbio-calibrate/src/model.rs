@@ -79,7 +79,7 @@ impl Calibration {
             message,
         };
         let text = dbio_core::input::read_bounded(path, dbio_core::input::DOCUMENT_MAX_BYTES)
-            .map_err(bad)?;
+            .map_err(|e| bad(e.to_string()))?;
         let c: Calibration = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a dbio calibrate.json ({e})")))?;
         if c.kind != "calibrate" {

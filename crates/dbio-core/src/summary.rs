@@ -456,7 +456,8 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
         path: file.clone(),
         message,
     };
-    let text = crate::input::read_bounded(&file, crate::input::DOCUMENT_MAX_BYTES).map_err(bad)?;
+    let text = crate::input::read_bounded(&file, crate::input::DOCUMENT_MAX_BYTES)
+        .map_err(|e| bad(e.to_string()))?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
     if value.get("kind").and_then(|k| k.as_str()) == Some("ramp") {
