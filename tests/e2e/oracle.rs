@@ -325,7 +325,7 @@ fn two_prefixes_ts_and_ts2_keep_their_own_users() {
     assert_exit(&out, 1);
     let plan = stdout(&out);
     assert!(
-        plan.contains("would drop user DBIOTS21 ") && !plan.contains("DBIOTS2 "),
+        plan.contains("  user DBIOTS21 (table CF1, index I_CF1)") && !plan.contains("DBIOTS2 "),
         "{plan}"
     );
     let out = Dbio::new("teardown").config(ts2).arg("--yes").output();

@@ -8,7 +8,7 @@
 //! existing one) whose first block is dbio's mark, and only such a file takes writes unless
 //! the user says `--destroy-data`. Any other file or device is measured read-only.
 //!
-//! Layout: [`target`] decides what the path is and what may be done with it, `engine` holds
+//! Layout: `target` decides what the path is and what may be done with it, `engine` holds
 //! the psync and io_uring engines, [`model`] the measured points, [`report`] the text and CSV
 //! files.
 
@@ -36,13 +36,19 @@ pub enum CalibrateError {
     Usage(String),
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// A calibration file (`run.calibration`, `history ... --calibration`) that cannot be used:
+    /// unreadable, not a dbio calibrate.json, or figures no calibration produces.
+    #[error("calibration {}: {message}", path.display())]
+    Calibration { path: PathBuf, message: String },
 }
 
 impl CalibrateError {
     /// What kind of failure this is (the CLI decides the exit code from it).
     pub fn kind(&self) -> dbio_core::ErrorKind {
         match self {
-            CalibrateError::Usage(_) => dbio_core::ErrorKind::Usage,
+            CalibrateError::Usage(_) | CalibrateError::Calibration { .. } => {
+                dbio_core::ErrorKind::Usage
+            }
             CalibrateError::Io { .. } => dbio_core::ErrorKind::Failed,
         }
     }

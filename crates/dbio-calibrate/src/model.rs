@@ -6,7 +6,7 @@ use std::path::Path;
 use dbio_core::stats::LatencySummary;
 use serde::{Deserialize, Serialize};
 
-use crate::Engine;
+use crate::{CalibrateError, Engine};
 
 /// One load level's measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,24 +71,22 @@ impl Calibration {
             .max_by_key(|p| p.level)
     }
 
-    pub fn read(path: &Path) -> std::result::Result<Calibration, String> {
+    /// A `dbio calibrate` result read back, refused when it is not one or its figures are
+    /// not what a calibration produces.
+    pub fn read(path: &Path) -> Result<Calibration, CalibrateError> {
+        let bad = |message: String| CalibrateError::Calibration {
+            path: path.to_path_buf(),
+            message,
+        };
         let text = dbio_core::input::read_bounded(path, dbio_core::input::DOCUMENT_MAX_BYTES)
-            .map_err(|e| format!("calibration {}: {e}", path.display()))?;
-        let c: Calibration = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "calibration {}: not a dbio calibrate.json ({e})",
-                path.display()
-            )
-        })?;
+            .map_err(|e| bad(e.to_string()))?;
+        let c: Calibration = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a dbio calibrate.json ({e})")))?;
         if c.kind != "calibrate" {
-            return Err(format!(
-                "calibration {}: not a dbio calibrate.json",
-                path.display()
-            ));
+            return Err(bad("not a dbio calibrate.json".into()));
         }
         let mut c = c;
-        c.check_sane()
-            .map_err(|m| format!("calibration {}: {m}", path.display()))?;
+        c.check_sane().map_err(bad)?;
         c.path = dbio_core::text::printable(&c.path);
         c.device_kind = dbio_core::text::printable(&c.device_kind);
         Ok(c)

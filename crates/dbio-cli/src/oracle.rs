@@ -1,10 +1,12 @@
-//! `engine: oracle`: setup, check and teardown through dbio-oracle, and its backend for the
-//! one run pipeline. The target is
-//! `user@connect_identifier` (--dsn, DBIO_ORACLE_DSN or target.dsn), a user allowed to create
-//! users and read the V$ views; its password comes from the target or DBIO_ORACLE_PASSWORD.
+//! `engine: oracle`: the target, and dbio-oracle's backend for the data-set commands and the
+//! one run pipeline. The target is `user@connect_identifier` (--dsn, DBIO_ORACLE_DSN or
+//! target.dsn), a user allowed to create users and read the V$ views; its password comes from
+//! the target or DBIO_ORACLE_PASSWORD.
 
 use dbio_core::Config;
-use dbio_oracle::{ConnectString, OracleError};
+use dbio_oracle::ConnectString;
+#[cfg(not(feature = "oracle"))]
+use dbio_oracle::OracleError;
 
 use crate::Failure;
 
@@ -31,76 +33,72 @@ pub fn admin_target(config: &Config, flag: Option<&str>) -> Result<ConnectString
     Ok(ConnectString::parse(&dsn, env("DBIO_ORACLE_PASSWORD"))?)
 }
 
-/// How long setup, check and teardown wait, after an interrupt broke their statements, for the
-/// server to answer the break before dbio stops waiting.
+/// The Oracle backend behind the data-set commands (setup, check, list, teardown), with
+/// dbio's signal handlers installed first: the Oracle client's own are undone where it
+/// installs them (dbio_oracle::signals).
 #[cfg(feature = "oracle")]
-const BREAK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// Runs blocking Oracle work off the async runtime's threads, stopping it at Ctrl-C (SIGTERM,
-/// SIGHUP) through the CLI's own signal handling: the first interrupt breaks the statements in
-/// flight (`breaker`) and waits up to [`BREAK_WAIT`] for the work to stop and say what it left;
-/// a second one, or the deadline, ends the wait at once. Exit 1 when interrupted.
-#[cfg(feature = "oracle")]
-async fn interruptible<T: Send + 'static>(
-    what: &str,
-    breaker: dbio_oracle::client::Breaker,
-    f: impl FnOnce(&dbio_oracle::client::Breaker) -> Result<T, OracleError> + Send + 'static,
-) -> Result<T, Failure> {
-    let interrupts = crate::signals::interrupts();
-    let b = breaker.clone();
-    let mut work = tokio::task::spawn_blocking(move || f(&b));
-    let joined = |r: Result<Result<T, OracleError>, tokio::task::JoinError>| match r {
-        Ok(r) => r.map_err(Failure::from),
-        Err(e) => Err(Failure::new(
-            1,
-            format!("an Oracle task ended abnormally: {e}"),
-        )),
-    };
-    let by = tokio::select! {
-        r = &mut work => return joined(r),
-        by = interrupts.clone().reached(1) => by,
-    };
-    errln!(
-        "dbio: {by}: stopping {what}: breaking the statement in flight (a second {by} stops waiting)"
-    );
-    let b = breaker.clone();
-    let _ = tokio::task::spawn_blocking(move || b.stop(by)).await;
-    tokio::select! {
-        r = &mut work => match joined(r) {
-            // Its last statement ended before the break reached it: the work is done.
-            Ok(v) => {
-                errln!("dbio: {what} had finished when {by} arrived");
-                Ok(v)
-            }
-            Err(f) => Err(Failure::new(1, f.message)),
-        },
-        _ = tokio::time::sleep(BREAK_WAIT) => Err(Failure::new(
-            1,
-            format!(
-                "{what} interrupted by {by}; the server did not answer the break within {}s, so dbio stopped \
-                 waiting: what was in flight stays recorded in dbio's catalog, and the next `dbio {what}` resumes or \
-                 reports it",
-                BREAK_WAIT.as_secs()
-            ),
-        )),
-        by2 = interrupts.reached(2) => Err(Failure::new(
-            1,
-            format!("{what} interrupted by {by}, then {by2}: dbio stopped waiting for the server"),
-        )),
-    }
+pub fn data_set(admin: ConnectString, config: &Config) -> dbio_oracle::backend::OracleBackend {
+    crate::signals::interrupts();
+    dbio_oracle::backend::OracleBackend::new(admin, config)
 }
 
-/// Runs blocking Oracle work (the server's facts) off the async runtime's threads.
-#[cfg(feature = "oracle")]
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, OracleError> + Send + 'static,
-) -> Result<T, Failure> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(Failure::from),
-        Err(e) => Err(Failure::new(
-            1,
-            format!("an Oracle task ended abnormally: {e}"),
-        )),
+/// Without the `oracle` feature there is no Oracle backend: every data-set command says so.
+#[cfg(not(feature = "oracle"))]
+pub fn data_set(_: ConnectString, _: &Config) -> NotBuilt {
+    NotBuilt
+}
+
+/// The Oracle backend of a dbio built without it (exit 2, naming the feature).
+#[cfg(not(feature = "oracle"))]
+pub struct NotBuilt;
+
+#[cfg(not(feature = "oracle"))]
+mod not_built {
+    use std::sync::Arc;
+
+    use dbio_core::backend::{BackendError, DataSet};
+    use dbio_core::dataset::{CheckReport, LoadObserver, LoadSummary, SetupAsk};
+    use dbio_core::discover::FoundDataSet;
+    use dbio_core::interrupt::Interrupts;
+    use dbio_core::teardown::{TeardownPlan, TeardownReport};
+
+    use super::*;
+
+    fn not_built() -> BackendError {
+        let e = OracleError::NotBuilt;
+        BackendError::new(e.kind(), e.to_string())
+    }
+
+    impl DataSet for NotBuilt {
+        async fn block_size(&mut self, _: &Config) -> Result<u64, BackendError> {
+            Err(not_built())
+        }
+        async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
+            Err(not_built())
+        }
+        async fn check(&mut self, _: &Config) -> Result<CheckReport, BackendError> {
+            Err(not_built())
+        }
+        async fn setup(
+            &mut self,
+            _: &Config,
+            _: SetupAsk,
+            _: Arc<dyn LoadObserver>,
+            _: Interrupts,
+        ) -> Result<LoadSummary, BackendError> {
+            Err(not_built())
+        }
+        async fn teardown_plan(&mut self, _: &str) -> Result<TeardownPlan, BackendError> {
+            Err(not_built())
+        }
+        async fn teardown(
+            &mut self,
+            _: &str,
+            _: bool,
+            _: Interrupts,
+        ) -> Result<TeardownReport, BackendError> {
+            Err(not_built())
+        }
     }
 }
 
@@ -109,83 +107,10 @@ mod enabled {
     use dbio_core::backend::BackendError;
     use dbio_core::bench::{self, Calibrate, RampOutcome, RampProgress};
     use dbio_core::result::RunResult;
-    use dbio_oracle::backend::{OracleBackend, cache_warning, facts, timeouts};
-    use dbio_oracle::client::{self, Breaker};
+    use dbio_oracle::backend::OracleBackend;
 
     use super::*;
     use crate::cmd::RunOutput;
-
-    fn print(line: &str) {
-        outln!("{line}");
-    }
-
-    pub async fn setup(config: &Config, admin: ConnectString, force: bool) -> Result<u8, Failure> {
-        // dbio's signal handlers first: the Oracle client's own are undone where it installs
-        // them (dbio_oracle::signals).
-        crate::signals::interrupts();
-        let (facts, plan) = {
-            let (c, a) = (config.clone(), admin.clone());
-            blocking(move || facts(&c, &a)).await?
-        };
-        errln!(
-            "setup: {} Oracle schema(s) x {} blocks of {} kB in tablespace {} on {} (container {}, CON_ID {})",
-            plan.schemas,
-            plan.scale_blocks,
-            facts.tablespace.block_size / 1024,
-            facts.tablespace.name,
-            admin.redacted(),
-            facts.container.con_name,
-            facts.container.con_id
-        );
-        if let Some(w) = cache_warning(&facts, &plan) {
-            errln!("warning: {w}");
-        }
-        let t = timeouts(config);
-        interruptible("setup", Breaker::new(), move |b| {
-            client::setup(&admin, &plan, &facts, force, &t, b, &print)
-        })
-        .await?;
-        Ok(0)
-    }
-
-    pub async fn check(
-        config: &Config,
-        admin: ConnectString,
-    ) -> Result<dbio_core::dataset::CheckReport, Failure> {
-        // dbio's signal handlers first: the Oracle client's own are undone where it installs
-        // them (dbio_oracle::signals).
-        crate::signals::interrupts();
-        crate::cmd::db::check(&mut OracleBackend::new(admin, config), config).await
-    }
-
-    pub async fn list(
-        config: &Config,
-        admin: ConnectString,
-    ) -> Result<Vec<dbio_core::discover::FoundDataSet>, Failure> {
-        crate::cmd::db::list(&mut OracleBackend::new(admin, config)).await
-    }
-
-    /// Without `yes`, lists what would be dropped and exits 1, as on PostgreSQL.
-    pub async fn teardown(config: &Config, admin: ConnectString, yes: bool) -> Result<u8, Failure> {
-        crate::signals::interrupts();
-        let prefix = config.data.prefix.clone();
-        let t = timeouts(config);
-        let found = interruptible("teardown", Breaker::new(), move |b| {
-            client::teardown(&admin, &prefix, yes, &t, b, &print)
-        })
-        .await?;
-        if !found {
-            outln!(
-                "nothing to drop: no data set of prefix {} recorded by dbio",
-                config.data.prefix.to_uppercase()
-            );
-            return Ok(0);
-        }
-        if !yes {
-            outln!("rerun with --yes to drop them");
-        }
-        Ok(if yes { 0 } else { 1 })
-    }
 
     /// A ramp against Oracle through the one pipeline.
     pub async fn ramp(
@@ -257,7 +182,7 @@ mod enabled {
 }
 
 #[cfg(feature = "oracle")]
-pub use enabled::{capacity, check, list, ramp, run, setup, teardown};
+pub use enabled::{capacity, ramp, run};
 
 #[cfg(not(feature = "oracle"))]
 mod disabled {
@@ -267,24 +192,6 @@ mod disabled {
     use super::*;
     use crate::cmd::RunOutput;
 
-    pub async fn setup(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
-        Err(OracleError::NotBuilt.into())
-    }
-    pub async fn check(
-        _: &Config,
-        _: ConnectString,
-    ) -> Result<dbio_core::dataset::CheckReport, Failure> {
-        Err(OracleError::NotBuilt.into())
-    }
-    pub async fn teardown(_: &Config, _: ConnectString, _: bool) -> Result<u8, Failure> {
-        Err(OracleError::NotBuilt.into())
-    }
-    pub async fn list(
-        _: &Config,
-        _: ConnectString,
-    ) -> Result<Vec<dbio_core::discover::FoundDataSet>, Failure> {
-        Err(OracleError::NotBuilt.into())
-    }
     pub async fn run(
         _: &Config,
         _: ConnectString,
@@ -316,4 +223,4 @@ mod disabled {
 }
 
 #[cfg(not(feature = "oracle"))]
-pub use disabled::{capacity, check, list, ramp, run, setup, teardown};
+pub use disabled::{capacity, ramp, run};

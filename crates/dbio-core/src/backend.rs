@@ -4,16 +4,19 @@
 //! (each naming its source) that core renders.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::ErrorKind;
-use crate::dataset::{CheckReport, DataSetPlan};
+use crate::dataset::{CheckReport, DataSetPlan, LoadObserver, LoadSummary, SetupAsk};
 use crate::discover::FoundDataSet;
 use crate::driver::{Canceller, LoopCounts, LoopSession, OpError, Session, SessionSpec};
+use crate::interrupt::Interrupts;
 use crate::plan::RunPlan;
 use crate::result::{Environment, SessionTls};
 use crate::stats::dbstats::{DbMetrics, DeviceMetrics, HostMetrics, MissingRight, WaitProfile};
+use crate::teardown::{TeardownPlan, TeardownReport};
 
 /// A backend's failure: its kind (the CLI decides the exit code from it) and the backend's
 /// own words.
@@ -152,6 +155,36 @@ pub trait DataSet {
         &mut self,
         config: &crate::Config,
     ) -> impl Future<Output = Result<CheckReport, BackendError>>;
+
+    /// `dbio setup`: builds the data set `config` describes, counted in this server's blocks,
+    /// and marks it; schemas already complete are kept unless `ask.force`. Progress goes to
+    /// `observer`. The first of `interrupts` stops it: what was being loaded stays recorded as
+    /// incomplete, for the next setup to rebuild (a [`ErrorKind::Interrupted`] error).
+    fn setup(
+        &mut self,
+        config: &crate::Config,
+        ask: SetupAsk,
+        observer: Arc<dyn LoadObserver>,
+        interrupts: Interrupts,
+    ) -> impl Future<Output = Result<LoadSummary, BackendError>>;
+
+    /// What `dbio teardown` would drop of the data set of `prefix`, and what it would leave.
+    /// Changes nothing on the server.
+    fn teardown_plan(
+        &mut self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<TeardownPlan, BackendError>>;
+
+    /// `dbio teardown --yes`: drops the data set of `prefix`, dbio's objects only. Refuses
+    /// before any change when the user's objects depend on its tables, unless
+    /// `drop_dependents` (a backend that never drops them refuses that flag). The first of
+    /// `interrupts` stops it between schemas or breaks the statement in flight.
+    fn teardown(
+        &mut self,
+        prefix: &str,
+        drop_dependents: bool,
+        interrupts: Interrupts,
+    ) -> impl Future<Output = Result<TeardownReport, BackendError>>;
 }
 
 /// A database backend for the one run pipeline.
@@ -259,7 +292,6 @@ mod tests {
     use crate::Config;
     use crate::bench::{self, Output};
     use crate::discover::{self, DataSetAsk, DataSetState};
-    use crate::interrupt::Interrupts;
     use crate::result::DataSetInfo;
     use crate::units::SizeSpec;
 
@@ -310,6 +342,26 @@ mod tests {
             Ok(self.marked.clone())
         }
         async fn check(&mut self, _: &crate::Config) -> Result<CheckReport, BackendError> {
+            Err(BackendError::failed("no tables here"))
+        }
+        async fn setup(
+            &mut self,
+            _: &crate::Config,
+            _: SetupAsk,
+            _: Arc<dyn LoadObserver>,
+            _: Interrupts,
+        ) -> Result<LoadSummary, BackendError> {
+            Err(BackendError::failed("no tables here"))
+        }
+        async fn teardown_plan(&mut self, _: &str) -> Result<TeardownPlan, BackendError> {
+            Err(BackendError::failed("no tables here"))
+        }
+        async fn teardown(
+            &mut self,
+            _: &str,
+            _: bool,
+            _: Interrupts,
+        ) -> Result<TeardownReport, BackendError> {
             Err(BackendError::failed("no tables here"))
         }
     }

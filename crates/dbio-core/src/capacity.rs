@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::CoreError;
 use crate::config::{CapacityConfig, CapacityMetric, Config, SearchOver, Slo, SloSource, SloStat};
 use crate::stats::dbstats::CalibrationCompare;
 use crate::stats::decode_histogram;
@@ -279,11 +280,14 @@ pub struct CapacityPlan {
 
 impl CapacityPlan {
     /// The search `config.capacity` asks for; an error names what is missing.
-    pub fn new(config: &Config) -> Result<CapacityPlan, String> {
+    pub fn new(config: &Config) -> Result<CapacityPlan, CoreError> {
         let c: &CapacityConfig = &config.capacity;
-        let slo = c.slo.ok_or(
-            "capacity needs a latency target: --slo 'p99<=2ms' (capacity.slo), e.g. p95<=500us, avg<=1ms, db.avg<=5ms",
-        )?;
+        let slo = c.slo.ok_or_else(|| {
+            CoreError::invalid(
+                "capacity.slo",
+                "capacity needs a latency target: --slo 'p99<=2ms', e.g. p95<=500us, avg<=1ms, db.avg<=5ms",
+            )
+        })?;
         let search = match c.search {
             SearchOver::Sessions => Search::new(
                 c.start_sessions as Point,
@@ -762,6 +766,7 @@ mod tests {
         assert!(
             CapacityPlan::new(&Config::default())
                 .unwrap_err()
+                .to_string()
                 .contains("--slo")
         );
     }

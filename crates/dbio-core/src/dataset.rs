@@ -148,6 +148,16 @@ fn parse_meminfo_total(text: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// What `dbio setup` is asked beyond the data set itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetupAsk {
+    /// Rebuild dbio's complete schemas too.
+    pub force: bool,
+    /// Drop the user's objects that depend on a table setup rebuilds (without it they stop
+    /// setup before anything changes); a backend that never drops them refuses it.
+    pub drop_dependents: bool,
+}
+
 /// Progress of a load, reported by a backend's loader; the CLI draws bars from it.
 pub trait LoadObserver: Send + Sync {
     /// A schema's load begins; `rows` rows of about `row_bytes` each will follow.

@@ -16,21 +16,27 @@ pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
 /// with 1 s intervals and 256 sessions is a few MiB.
 pub const DOCUMENT_MAX_BYTES: u64 = 256 << 20;
 
+/// Why a file was not read; the caller names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("larger than {} MiB: not a dbio file (is it the right path?)", max_bytes >> 20)]
+    TooLarge { max_bytes: u64 },
+    #[error("not UTF-8 text: not a dbio file")]
+    NotUtf8,
+}
+
 /// The text of `path`, at most `max` bytes of UTF-8; a longer or endless one (a device, a
 /// pipe that never ends) is refused after `max + 1` bytes.
-pub fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+pub fn read_bounded(path: &Path, max: u64) -> Result<String, InputError> {
+    let f = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
-    f.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
+    f.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(format!(
-            "larger than {} MiB: not a dbio file (is it the right path?)",
-            max >> 20
-        ));
+        return Err(InputError::TooLarge { max_bytes: max });
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text: not a dbio file".into())
+    String::from_utf8(bytes).map_err(|_| InputError::NotUtf8)
 }
 
 /// A file's identity on its file system (device and inode): a hard link or another path to
@@ -94,8 +100,12 @@ mod tests {
 
     #[test]
     fn endless_and_huge_files_are_refused_at_the_limit() {
-        let e = read_bounded(Path::new("/dev/zero"), 1 << 10).unwrap_err();
-        assert!(e.contains("larger than"), "{e}");
+        let e = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(matches!(e, InputError::TooLarge { max_bytes } if max_bytes == 1 << 20));
+        assert_eq!(
+            e.to_string(),
+            "larger than 1 MiB: not a dbio file (is it the right path?)"
+        );
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a");
         std::fs::write(&f, "x: 1\n").unwrap();

@@ -1,9 +1,10 @@
 //! dbio-core: what every database backend shares, and no SQL. The configuration (`config`,
-//! `units`), the SLOB data set (`dataset`, `key_order`, `discover`), the one run pipeline over
-//! the [`backend::Backend`] trait (`bench`, `plan`, `driver`, `workload`), the measurements and
-//! the verdicts drawn from them (`stats`, `limits`, `capacity`, `shape`), result.json and its
-//! readers (`result`, `summary`, `merge`, `input`, `output`), the reports (`report`), and the
-//! results store's model and change-point gate (`history`). docs/design.md maps the modules.
+//! `units`), the SLOB data set (`dataset`, `key_order`, `discover`, `teardown`), the one run
+//! pipeline over the [`backend::Backend`] trait (`bench`, `plan`, `driver`, `workload`), the
+//! measurements and the verdicts drawn from them (`stats`, `limits`, `capacity`, `shape`),
+//! result.json and its readers (`result`, `summary`, `merge`, `input`, `output`), the reports
+//! (`report`), and the results store's model and change-point gate (`history`).
+//! docs/design.md maps the modules.
 
 pub mod backend;
 pub mod bench;
@@ -26,6 +27,7 @@ pub mod result;
 pub mod shape;
 pub mod stats;
 pub mod summary;
+pub mod teardown;
 pub mod text;
 pub mod units;
 pub mod workload;

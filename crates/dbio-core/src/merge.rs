@@ -879,9 +879,9 @@ fn merge_ops(
         if m.histogram.is_empty() {
             continue;
         }
-        let h = decode_histogram(&m.histogram).map_err(|message| MergeError::Histogram {
+        let h = decode_histogram(&m.histogram).map_err(|e| MergeError::Histogram {
             path: p.clone(),
-            message,
+            message: e.to_string(),
         })?;
         hist.add(&h).map_err(|e| MergeError::Histogram {
             path: p.clone(),

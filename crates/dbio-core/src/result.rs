@@ -679,8 +679,8 @@ impl RunResult {
             path: path.to_path_buf(),
             message,
         };
-        let text =
-            crate::input::read_bounded(path, crate::input::DOCUMENT_MAX_BYTES).map_err(bad)?;
+        let text = crate::input::read_bounded(path, crate::input::DOCUMENT_MAX_BYTES)
+            .map_err(|e| bad(e.to_string()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
         match value.get("format").and_then(|f| f.as_u64()) {

@@ -103,7 +103,7 @@ pub struct StepSummary {
     pub device_read_iops: Option<Stat>,
     pub physical_read_ratio: Option<f64>,
     /// The backends' own physical-read ratio (bytes they fetched from storage over bytes they
-    /// read, /proc/<pid>/io; the lowest target's over several), mean over repeats: it tells a
+    /// read, `/proc/<pid>/io`; the lowest target's over several), mean over repeats: it tells a
     /// page-cache step where the device's figure is missing or shared.
     #[serde(default)]
     pub backends_physical_read_ratio: Option<f64>,
@@ -456,7 +456,8 @@ pub fn read_step_set(path: &Path) -> Result<StepSet, CoreError> {
         path: file.clone(),
         message,
     };
-    let text = crate::input::read_bounded(&file, crate::input::DOCUMENT_MAX_BYTES).map_err(bad)?;
+    let text = crate::input::read_bounded(&file, crate::input::DOCUMENT_MAX_BYTES)
+        .map_err(|e| bad(e.to_string()))?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not a dbio result (invalid JSON: {e})")))?;
     if value.get("kind").and_then(|k| k.as_str()) == Some("ramp") {

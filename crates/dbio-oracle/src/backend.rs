@@ -7,6 +7,8 @@
 //! blocking pool).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dbio_core::Config;
 use dbio_core::backend::{
@@ -14,13 +16,17 @@ use dbio_core::backend::{
     WindowFigures,
 };
 use dbio_core::config::{ReadPath, RedoStress};
-use dbio_core::dataset::{CheckReport, DataSetPlan};
+use dbio_core::dataset::{
+    CheckReport, DataSetPlan, LoadObserver, LoadSummary, SetupAsk, SizingVerdict,
+};
 use dbio_core::discover::FoundDataSet;
+use dbio_core::interrupt::Interrupts;
 use dbio_core::plan::RunPlan;
 use dbio_core::result::{DataSetInfo, Environment, ReadPathInfo};
+use dbio_core::teardown::{TeardownPlan, TeardownReport};
 use dbio_core::workload::SessionKind;
 
-use crate::client::{self, Conn, OraSession, RunFacts, Sampler, ServerFacts, Timeouts};
+use crate::client::{self, Breaker, Conn, OraSession, RunFacts, Sampler, ServerFacts, Timeouts};
 use crate::metrics::{self, StatspackSnap};
 use crate::snapshots::Repository;
 use crate::{ConnectString, OracleError, loader, mark, sql};
@@ -280,6 +286,89 @@ impl Drop for BreakWhenDropped {
     }
 }
 
+/// Runs blocking Oracle work that changes nothing (check, teardown's listing) off the async
+/// runtime's workers; when the caller stops waiting (an interrupt), the statement in flight is
+/// broken, and nothing is left to record.
+async fn read_only<T: Send + 'static>(
+    f: impl FnOnce(&Breaker) -> Result<T, OracleError> + Send + 'static,
+) -> Result<T, BackendError> {
+    let breaker = Breaker::new();
+    let mut guard = BreakWhenDropped(Some(breaker.clone()));
+    let done = tokio::task::spawn_blocking(move || f(&breaker)).await;
+    // Finished: nothing in flight to break.
+    guard.0 = None;
+    match done {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(BackendError::failed(format!(
+            "an Oracle task ended abnormally: {e}"
+        ))),
+    }
+}
+
+/// How long setup and teardown wait, after an interrupt broke their statements, for the
+/// server to answer the break before dbio stops waiting.
+const BREAK_WAIT: Duration = Duration::from_secs(20);
+
+/// The Oracle backend never drops objects of the user's: the flag would be a silent no-op.
+fn refuse_drop_dependents(drop_dependents: bool) -> Result<(), BackendError> {
+    if drop_dependents {
+        return Err(BackendError::usage(
+            "--drop-dependents is for PostgreSQL only; with engine: oracle drop your objects on dbio's tables yourself",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs blocking Oracle work that changes the server (setup, teardown) off the async
+/// runtime's workers, until the first of `interrupts`: that breaks the statements in flight
+/// and waits up to [`BREAK_WAIT`] for the work to stop and say what it left (its own error,
+/// which names what the next command does); a second interrupt, or the deadline, ends the
+/// wait at once. `note` tells the user what is happening meanwhile.
+async fn breakable<T: Send + 'static>(
+    what: &str,
+    interrupts: Interrupts,
+    note: &dyn Fn(&str),
+    f: impl FnOnce(&Breaker) -> Result<T, OracleError> + Send + 'static,
+) -> Result<T, BackendError> {
+    let breaker = Breaker::new();
+    let b = breaker.clone();
+    let mut work = tokio::task::spawn_blocking(move || f(&b));
+    let joined = |r: Result<Result<T, OracleError>, tokio::task::JoinError>| match r {
+        Ok(r) => r.map_err(BackendError::from),
+        Err(e) => Err(BackendError::failed(format!(
+            "an Oracle task ended abnormally: {e}"
+        ))),
+    };
+    let by = tokio::select! {
+        r = &mut work => return joined(r),
+        by = interrupts.clone().reached(1) => by,
+    };
+    note(&format!(
+        "dbio: {by}: stopping {what}: breaking the statement in flight (a second {by} stops waiting)"
+    ));
+    let b = breaker.clone();
+    let _ = tokio::task::spawn_blocking(move || b.stop(by)).await;
+    tokio::select! {
+        r = &mut work => match joined(r) {
+            // Its last statement ended before the break reached it: the work is done.
+            Ok(v) => {
+                note(&format!("dbio: {what} had finished when {by} arrived"));
+                Ok(v)
+            }
+            Err(e) => Err(BackendError::interrupted(e.message)),
+        },
+        _ = tokio::time::sleep(BREAK_WAIT) => Err(BackendError::interrupted(format!(
+            "{what} interrupted by {by}; the server did not answer the break within {}s, so dbio stopped \
+             waiting: what was in flight stays recorded in dbio's catalog, and the next `dbio {what}` resumes or \
+             reports it",
+            BREAK_WAIT.as_secs()
+        ))),
+        by2 = interrupts.reached(2) => Err(BackendError::interrupted(format!(
+            "{what} interrupted by {by}, then {by2}: dbio stopped waiting for the server"
+        ))),
+    }
+}
+
 impl DataSet for OracleBackend {
     /// The data set tablespace's block size (dba_tablespaces), read as setup and check read it.
     async fn block_size(&mut self, config: &Config) -> Result<u64, BackendError> {
@@ -294,25 +383,74 @@ impl DataSet for OracleBackend {
         ))
     }
 
-    /// Off the async runtime's workers; when the caller stops waiting (an interrupt), the
-    /// statement in flight is broken (check changes nothing, so nothing is left to record).
+    /// Off the async runtime's workers; an interrupt breaks the statement in flight.
     async fn check(&mut self, config: &Config) -> Result<CheckReport, BackendError> {
         let (admin, config, timeouts) = (self.admin.clone(), config.clone(), self.timeouts);
-        let breaker = client::Breaker::new();
-        let mut guard = BreakWhenDropped(Some(breaker.clone()));
-        let work = tokio::task::spawn_blocking(move || {
+        read_only(move |b| {
             let (facts, plan) = facts(&config, &admin)?;
-            client::check(&admin, &plan, &facts, &timeouts, &breaker)
-        });
-        let done = work.await;
-        // Finished: nothing in flight to break.
-        guard.0 = None;
-        match done {
-            Ok(r) => Ok(r?),
-            Err(e) => Err(BackendError::failed(format!(
-                "an Oracle task ended abnormally: {e}"
-            ))),
-        }
+            client::check(&admin, &plan, &facts, &timeouts, b)
+        })
+        .await
+    }
+
+    /// SLOB's setup (`client::setup`) in the tablespace's blocks; where it runs (the
+    /// container) is noted first. Table bytes are the loaded blocks; index bytes are not
+    /// measured (0).
+    async fn setup(
+        &mut self,
+        config: &Config,
+        ask: SetupAsk,
+        observer: Arc<dyn LoadObserver>,
+        interrupts: Interrupts,
+    ) -> Result<LoadSummary, BackendError> {
+        refuse_drop_dependents(ask.drop_dependents)?;
+        let started = Instant::now();
+        let (facts, plan) = tokio::task::block_in_place(|| facts(config, &self.admin))?;
+        observer.note(&format!(
+            "Oracle: tablespace {}, container {} (CON_ID {})",
+            facts.tablespace.name, facts.container.con_name, facts.container.con_id
+        ));
+        let sizing = SizingVerdict {
+            data_bytes: plan.table_bytes(),
+            shared_buffers_bytes: loader::buffer_cache_bytes(
+                facts.tablespace.block_size,
+                facts.db_block_size,
+                &facts.caches,
+            ),
+            host_ram_bytes: None,
+            ram_cgroup_file: None,
+            warnings: cache_warning(&facts, &plan).into_iter().collect(),
+        };
+        let (admin, timeouts, force) = (self.admin.clone(), self.timeouts, ask.force);
+        let loads = Arc::clone(&observer);
+        let schemas = breakable("setup", interrupts, &|line| observer.note(line), move |b| {
+            client::setup(&admin, &plan, &facts, force, &timeouts, b, loads.as_ref())
+        })
+        .await?;
+        Ok(LoadSummary {
+            schemas,
+            seconds: started.elapsed().as_secs_f64(),
+            sizing,
+        })
+    }
+
+    async fn teardown_plan(&mut self, prefix: &str) -> Result<TeardownPlan, BackendError> {
+        let (admin, prefix, timeouts) = (self.admin.clone(), prefix.to_string(), self.timeouts);
+        read_only(move |b| client::teardown_plan(&admin, &prefix, &timeouts, b)).await
+    }
+
+    async fn teardown(
+        &mut self,
+        prefix: &str,
+        drop_dependents: bool,
+        interrupts: Interrupts,
+    ) -> Result<TeardownReport, BackendError> {
+        refuse_drop_dependents(drop_dependents)?;
+        let (admin, prefix, timeouts) = (self.admin.clone(), prefix.to_string(), self.timeouts);
+        breakable("teardown", interrupts, &|_| {}, move |b| {
+            client::teardown(&admin, &prefix, &timeouts, b)
+        })
+        .await
     }
 }
 

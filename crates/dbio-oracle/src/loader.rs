@@ -393,6 +393,40 @@ pub fn records_problem(user: &str, own: &Ownership, scale_blocks: u64) -> Option
     })
 }
 
+/// The buffer cache that holds blocks of `block_size` (the DEFAULT cache for the standard
+/// block size, the nK cache otherwise), and its bytes on each instance that has one.
+fn buffer_cache(
+    block_size: u64,
+    db_block_size: u64,
+    caches: &[(u32, String, u64)],
+) -> (String, Vec<u64>) {
+    let component = if block_size == db_block_size {
+        "DEFAULT buffer cache".to_string()
+    } else {
+        format!("DEFAULT {}K buffer cache", block_size / 1024)
+    };
+    let of_component = caches
+        .iter()
+        .filter(|(_, c, _)| c.eq_ignore_ascii_case(&component))
+        .map(|(_, _, b)| *b)
+        .collect();
+    (component, of_component)
+}
+
+/// The bytes of the buffer cache that holds blocks of `block_size`, over every instance:
+/// RAC's cache fusion ships blocks between the instances' caches, so together they hold the
+/// sum of their sizes (that is the cache to beat, not the largest instance's).
+pub fn buffer_cache_bytes(
+    block_size: u64,
+    db_block_size: u64,
+    caches: &[(u32, String, u64)],
+) -> u64 {
+    buffer_cache(block_size, db_block_size, caches)
+        .1
+        .iter()
+        .sum()
+}
+
 /// The buffer-cache check: the data set should be several times the buffer cache that holds
 /// its blocks (the DEFAULT cache for the standard block size, the nK cache otherwise), or
 /// most reads are hits. SLOB's simple.ora sets db_cache_size=128M to force physical I/O.
@@ -403,18 +437,7 @@ pub fn cache_warning(
     db_block_size: u64,
     caches: &[(u32, String, u64)],
 ) -> Option<String> {
-    let component = if block_size == db_block_size {
-        "DEFAULT buffer cache".to_string()
-    } else {
-        format!("DEFAULT {}K buffer cache", block_size / 1024)
-    };
-    // RAC: cache fusion ships blocks between the instances' caches, so together they hold
-    // the sum of their sizes: that is the cache to beat, not the largest instance's.
-    let of_component: Vec<u64> = caches
-        .iter()
-        .filter(|(_, c, _)| c.eq_ignore_ascii_case(&component))
-        .map(|(_, _, b)| *b)
-        .collect();
+    let (component, of_component) = buffer_cache(block_size, db_block_size, caches);
     if of_component.is_empty() {
         return None;
     }

@@ -7,6 +7,7 @@
 //! scan whose table blocks are read as vectors ('db file parallel read'): allowed, with a
 //! warning naming how to turn it off.
 
+use crate::OracleError;
 use crate::sql::{INDEX, TABLE};
 
 /// One row of V$SQL joined with V$SQL_PLAN (`sql::sql_plan`).
@@ -101,8 +102,9 @@ pub fn render(p: &Plan) -> String {
 }
 
 /// Judges one cursor of `user`'s reader statement: Ok when it is an index range scan on
-/// I_CF1 with table access by rowid to CF1, else why not (the refusal names the plan).
-pub fn judge(p: &Plan, user: &str) -> Result<Verdict, String> {
+/// I_CF1 with table access by rowid to CF1, else a usage error saying why not (it names the
+/// plan).
+pub fn judge(p: &Plan, user: &str) -> Result<Verdict, OracleError> {
     let rendered = render(p);
     let source = format!(
         "V$SQL_PLAN (instance {}, sql_id {}, child {}, plan hash {}, parsed as {})",
@@ -126,12 +128,12 @@ pub fn judge(p: &Plan, user: &str) -> Result<Verdict, String> {
     };
     let parallel = p.steps.iter().any(|s| s.operation.starts_with("PX "));
     let refuse = |why: &str| {
-        Err(format!(
+        Err(OracleError::Usage(format!(
             "the reader statement of {user} is not an index range scan on {INDEX}: {why}. Its plan ({source}): \
              {rendered}. Reads through this plan are not SLOB's single-block reads, so dbio does not measure \
              them: regather the statistics (DBMS_STATS.GATHER_TABLE_STATS, or `dbio setup --force`), and check \
              optimizer_index_cost_adj, the table's DEGREE and any SQL plan baseline or profile on the statement"
-        ))
+        )))
     };
     if parallel {
         return refuse("it runs in parallel (PX), which reads the table by direct path");
@@ -224,7 +226,7 @@ mod tests {
             row(1, "SORT", "AGGREGATE", " ", " "),
             row(2, "TABLE ACCESS", "FULL", "USER1", "CF1"),
         ];
-        let e = judge(&plans(&full)[0], "USER1").unwrap_err();
+        let e = judge(&plans(&full)[0], "USER1").unwrap_err().to_string();
         assert!(
             e.contains("no INDEX RANGE SCAN of USER1.I_CF1")
                 && e.contains("TABLE ACCESS FULL USER1.CF1")
@@ -241,6 +243,7 @@ mod tests {
         assert!(
             judge(&plans(&px)[0], "USER1")
                 .unwrap_err()
+                .to_string()
                 .contains("parallel")
         );
         // The range scan of another user's index does not count.

@@ -6,15 +6,20 @@ use dbio_core::backend::{
     Backend, BackendError, DataSet, Opened, ServerFacts, WindowCollector as CoreCollector,
     WindowFigures, data_set_plan,
 };
-use dbio_core::dataset::{CheckReport, DataSetPlan};
+use std::sync::Arc;
+
+use dbio_core::dataset::{CheckReport, DataSetPlan, LoadObserver, LoadSummary, SetupAsk};
 use dbio_core::discover::FoundDataSet;
 use dbio_core::driver::session_specs;
+use dbio_core::interrupt::Interrupts;
 use dbio_core::plan::RunPlan;
 use dbio_core::result::SessionTls;
+use dbio_core::teardown::{TeardownPlan, TeardownReport};
 
 use crate::collector::{CollectorOptions, IoTiming, Scope, WindowCollector};
 use crate::conn::Target;
 use crate::error::PgError;
+use crate::loader::SetupOptions;
 use crate::run::{self, LoopPlan, Preflight};
 use crate::scratch;
 use crate::session::{PgLoopSession, PgSession};
@@ -131,6 +136,51 @@ impl DataSet for PgBackend {
             report.missing_rights = missing;
         }
         Ok(report)
+    }
+
+    /// Binary COPY per schema, `data.parallel` at a time (`loader::setup`). An interrupt drops
+    /// the load's connections: its transaction rolls back, the schema stays marked loading.
+    async fn setup(
+        &mut self,
+        config: &Config,
+        ask: SetupAsk,
+        observer: Arc<dyn LoadObserver>,
+        interrupts: Interrupts,
+    ) -> Result<LoadSummary, BackendError> {
+        let plan = data_set_plan(self, config).await?;
+        let opts = SetupOptions {
+            force: ask.force,
+            drop_dependents: ask.drop_dependents,
+            drop_caches: config.collector.drop_caches,
+        };
+        tokio::select! {
+            r = crate::loader::setup(&self.given, &plan, &opts, observer) => Ok(r?),
+            by = interrupts.reached(1) => Err(BackendError::interrupted(format!(
+                "setup interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"
+            ))),
+        }
+    }
+
+    async fn teardown_plan(&mut self, prefix: &str) -> Result<TeardownPlan, BackendError> {
+        Ok(crate::teardown::teardown_plan(&self.given, prefix)
+            .await?
+            .into())
+    }
+
+    /// One transaction per schema (`teardown::teardown`): an interrupt drops the connection,
+    /// which rolls back the schema in flight; those before it are dropped.
+    async fn teardown(
+        &mut self,
+        prefix: &str,
+        drop_dependents: bool,
+        interrupts: Interrupts,
+    ) -> Result<TeardownReport, BackendError> {
+        tokio::select! {
+            r = crate::teardown::teardown(&self.given, prefix, drop_dependents) => Ok(r?.into()),
+            by = interrupts.reached(1) => Err(BackendError::interrupted(format!(
+                "teardown interrupted by {by}; the schema being dropped is left as it was, and `dbio teardown --yes` drops what is left"
+            ))),
+        }
     }
 }
 

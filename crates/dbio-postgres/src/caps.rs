@@ -1,6 +1,6 @@
 //! The server's cgroup I/O limits on the device under the data set, and the cgroup's own I/O
 //! over the window, read where the server runs (through the connection, or on this host for
-//! a server proven to run here): the server's /proc/<pid>/cgroup names its cgroup, its
+//! a server proven to run here): the server's `/proc/<pid>/cgroup` names its cgroup, its
 //! mountinfo where the hierarchy is mounted, and the hierarchy's files hold the limits.
 //!
 //! - cgroup v1, blkio controller (Documentation/admin-guide/cgroup-v1/blkio-controller.rst):

@@ -1,9 +1,9 @@
 //! A process's control groups: where the files of a controller are for that process, from its
-//! /proc/<pid>/cgroup and the mounts of the cgroup file systems (mountinfo), and the limits
+//! `/proc/<pid>/cgroup` and the mounts of the cgroup file systems (mountinfo), and the limits
 //! read there. Used for the memory controller (the server's memory cap, `host::memory_cap`);
 //! the I/O controllers' limits (blkio, io) are found by `caps`, with a lookup of its own.
 //!
-//! /proc/<pid>/cgroup names the process's cgroup per hierarchy, relative to the root of the
+//! `/proc/<pid>/cgroup` names the process's cgroup per hierarchy, relative to the root of the
 //! reader's cgroup namespace (cgroups(7)): `ID:controllers:path` on v1, `0::path` on v2. A
 //! mount of that hierarchy shows the folder `root` (mountinfo's 4th field) at its mount
 //! point, so the process's folder is `mount point + (path - root)`. Inside a container

@@ -1,5 +1,5 @@
 //! The server host's CPU over the window: its /proc/stat per core, and the server's own
-//! processes from /proc/<pid>/stat (proc_pid_stat(5): utime, stime, cutime, cstime in clock
+//! processes from `/proc/<pid>/stat` (proc_pid_stat(5): utime, stime, cutime, cstime in clock
 //! ticks, fields 14-17). The postmaster's cutime/cstime hold the CPU of every child it has
 //! reaped, so the sum of the postmaster's four and each live child's utime + stime counts
 //! the sessions' backends that exited after the window too.

@@ -5,7 +5,7 @@
 //! namespace: correct inside a container or on another host (pg-aio-host-stats §2).
 //!
 //! Figures: the device under the data set's tables (/proc/self/mountinfo -> major:minor ->
-//! /proc/diskstats), the bytes dbio's backends fetched from storage (/proc/<pid>/io
+//! /proc/diskstats), the bytes dbio's backends fetched from storage (`/proc/<pid>/io`
 //! read_bytes, proc_pid_io(5)), the host's memory (/proc/meminfo) and CPU (/proc/stat).
 
 use std::collections::BTreeMap;

@@ -44,15 +44,13 @@ mod verify;
 mod wire;
 
 /// The PostgreSQL backend of core's one run pipeline: `dbio_core::backend::Backend` for
-/// run, ramp and capacity, `dbio_core::backend::DataSet` for check and list.
+/// run, ramp and capacity, `dbio_core::backend::DataSet` for setup, check, list and teardown.
 pub use backend::PgBackend;
 /// Where to connect, resolved as libpq resolves it (DSN over PG* variables, service file,
 /// password file), and the PG* variables of this process.
 pub use conn::{Target, env_params};
 /// The crate's one error type; its `kind()` decides the CLI's exit code.
 pub use error::PgError;
-/// `dbio setup`: builds the data set with binary COPY, marking each schema as it goes.
-pub use loader::{SetupOptions, setup};
 /// Throwaway clusters (initdb, start, stop, destroy) for the quickstart, the nightly and the
 /// tests.
 pub use scratch::{ScratchCluster, ScratchOptions};
@@ -64,5 +62,3 @@ pub use session::{
 };
 /// The reader's statement for a schema, as the measured sessions prepare it.
 pub use sql::read_range;
-/// `dbio teardown`: what would be dropped, and the drop itself (only what dbio made).
-pub use teardown::{teardown, teardown_plan};

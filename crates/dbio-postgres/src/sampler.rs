@@ -6,7 +6,7 @@
 //! database, io workers); other sessions active in this database are counted apart, with
 //! their share. An active row without a wait event counts as CPU.
 //!
-//! When the host's files are readable, each sample also reads /proc/<pid>/io of dbio's
+//! When the host's files are readable, each sample also reads `/proc/<pid>/io` of dbio's
 //! backends and of the io workers, enumerated afresh every sample (PostgreSQL 19 scales the
 //! pool during a run): a backend's last reading before it exits is its total.
 

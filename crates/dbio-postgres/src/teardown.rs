@@ -8,12 +8,24 @@
 //! still holds other objects of the user stays, without dbio's mark; the others are dropped
 //! without CASCADE.
 
+use dbio_core::teardown::{self as core, ObjectNames, SchemaDrop};
 use tokio_postgres::Client;
 
 use crate::conn::Target;
 use crate::error::{PgError, Result};
 use crate::marker::{self, Ownership, SchemaMark, Table};
 use crate::sql;
+
+/// What teardown's lines call the data set's objects on PostgreSQL.
+const NAMES: ObjectNames = ObjectNames {
+    schema: "schema",
+    table: "cf1",
+    index: "i_cf1",
+};
+
+/// Why a schema with an older dbio's mark is left.
+const LEGACY: &str = "it carries the mark of an older dbio, which does not say which data set (prefix) it belongs to; \
+     rebuild it with `dbio setup --force` (same --prefix and --schemas) and tear it down then, or drop it yourself";
 
 /// A schema of the data set and what else it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +97,48 @@ pub struct TeardownOutcome {
     pub legacy: Vec<String>,
     /// Schemas left alone because their mark disagrees with the data set's record.
     pub forged: Vec<(String, String)>,
+}
+
+impl From<Droppable> for SchemaDrop {
+    fn from(d: Droppable) -> SchemaDrop {
+        SchemaDrop {
+            schema: d.schema,
+            exists: true,
+            table: d.table,
+            dependents: d.dependents,
+            foreign_objects: d.foreign_objects,
+        }
+    }
+}
+
+/// The schemas teardown leaves, with why: the older dbio's first, then the forged.
+fn left(legacy: Vec<String>, forged: Vec<(String, String)>) -> Vec<(String, String)> {
+    legacy
+        .into_iter()
+        .map(|s| (s, LEGACY.to_string()))
+        .chain(forged)
+        .collect()
+}
+
+impl From<TeardownPlan> for core::TeardownPlan {
+    fn from(p: TeardownPlan) -> core::TeardownPlan {
+        core::TeardownPlan {
+            names: NAMES,
+            schemas: p.schemas.into_iter().map(SchemaDrop::from).collect(),
+            left: left(p.legacy, p.forged),
+        }
+    }
+}
+
+impl From<TeardownOutcome> for core::TeardownReport {
+    fn from(o: TeardownOutcome) -> core::TeardownReport {
+        core::TeardownReport {
+            dropped: o.dropped,
+            kept: o.kept.into_iter().map(SchemaDrop::from).collect(),
+            left: left(o.legacy, o.forged),
+            ..core::TeardownReport::new(NAMES)
+        }
+    }
 }
 
 /// The data set of `prefix` on the target database.

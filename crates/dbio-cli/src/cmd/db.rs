@@ -1,18 +1,22 @@
 //! The database a command talks to, picked once from `engine`; run and ramp hand it to
 //! core's one pipeline (`bench::run`), whichever it is.
 
+use std::sync::Arc;
+
 use dbio_core::Config;
-use dbio_core::backend::DataSet;
+use dbio_core::backend::{DataSet, data_set_plan};
 use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
 use dbio_core::config::Database;
-use dbio_core::dataset::CheckReport;
+use dbio_core::dataset::{CheckReport, LoadObserver, LoadSummary, NoProgress, SetupAsk};
 use dbio_core::discover::FoundDataSet;
 use dbio_core::result::RunResult;
+use dbio_core::teardown::{TeardownPlan, TeardownReport};
 use dbio_oracle::ConnectString;
 use dbio_postgres::{PgBackend, Target};
 
 use crate::Failure;
 use crate::args::CommonArgs;
+use crate::progress::LoadBars;
 use crate::signals::interrupts;
 
 pub(crate) enum Db {
@@ -63,25 +67,89 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL target a data-set command works on: the first.
+    fn first_pg(targets: &[Target], what: &str) -> Result<PgBackend, Failure> {
+        match targets.first() {
+            Some(t) => Ok(PgBackend::new(t.clone())),
+            None => Err(Failure::new(2, format!("no target to {what}"))),
+        }
+    }
+
     /// Every dbio data set the (first) target holds.
     pub(crate) async fn list(&self, config: &Config) -> Result<Vec<FoundDataSet>, Failure> {
         match self {
-            Db::Postgres(targets) => match targets.first() {
-                Some(t) => list(&mut PgBackend::new(t.clone())).await,
-                None => Ok(Vec::new()),
-            },
-            Db::Oracle(admin) => crate::oracle::list(config, admin.clone()).await,
+            Db::Postgres(targets) if targets.is_empty() => Ok(Vec::new()),
+            Db::Postgres(targets) => list(&mut Db::first_pg(targets, "list")?).await,
+            Db::Oracle(admin) => list(&mut crate::oracle::data_set(admin.clone(), config)).await,
         }
     }
 
     /// `dbio check` of the data set `config` describes, on the (first) target.
     pub(crate) async fn check(&self, config: &Config) -> Result<CheckReport, Failure> {
         match self {
-            Db::Postgres(targets) => match targets.first() {
-                Some(t) => check(&mut PgBackend::new(t.clone()), config).await,
-                None => Err(Failure::new(2, "no target to check")),
-            },
-            Db::Oracle(admin) => crate::oracle::check(config, admin.clone()).await,
+            Db::Postgres(targets) => check(&mut Db::first_pg(targets, "check")?, config).await,
+            Db::Oracle(admin) => {
+                check(&mut crate::oracle::data_set(admin.clone(), config), config).await
+            }
+        }
+    }
+
+    /// `dbio setup` of the data set `config` describes, on the (first) target.
+    pub(crate) async fn setup(
+        &self,
+        config: &Config,
+        ask: SetupAsk,
+        quiet: bool,
+    ) -> Result<LoadSummary, Failure> {
+        let shown = self.shown();
+        match self {
+            Db::Postgres(targets) => {
+                setup(
+                    &mut Db::first_pg(targets, "set up")?,
+                    config,
+                    ask,
+                    &shown,
+                    quiet,
+                )
+                .await
+            }
+            Db::Oracle(admin) => {
+                let mut backend = crate::oracle::data_set(admin.clone(), config);
+                setup(&mut backend, config, ask, &shown, quiet).await
+            }
+        }
+    }
+
+    /// What `dbio teardown` would drop of the data set of `config`'s prefix; changes nothing.
+    pub(crate) async fn teardown_plan(&self, config: &Config) -> Result<TeardownPlan, Failure> {
+        let prefix = &config.data.prefix;
+        match self {
+            Db::Postgres(targets) => {
+                teardown_plan(&mut Db::first_pg(targets, "tear down")?, prefix).await
+            }
+            Db::Oracle(admin) => {
+                teardown_plan(&mut crate::oracle::data_set(admin.clone(), config), prefix).await
+            }
+        }
+    }
+
+    /// `dbio teardown --yes`: drops the data set of `config`'s prefix, until it ends or
+    /// the first Ctrl-C (SIGTERM, SIGHUP) stops it.
+    pub(crate) async fn teardown(
+        &self,
+        config: &Config,
+        drop_dependents: bool,
+    ) -> Result<TeardownReport, Failure> {
+        let prefix = &config.data.prefix;
+        match self {
+            Db::Postgres(targets) => {
+                let mut backend = Db::first_pg(targets, "tear down")?;
+                teardown(&mut backend, prefix, drop_dependents).await
+            }
+            Db::Oracle(admin) => {
+                let mut backend = crate::oracle::data_set(admin.clone(), config);
+                teardown(&mut backend, prefix, drop_dependents).await
+            }
         }
     }
 
@@ -189,6 +257,56 @@ pub(crate) async fn check<D: DataSet>(
     super::interruptible(backend.check(config), "check").await
 }
 
+/// What `dbio teardown` would drop on `backend`'s target, until it is read or Ctrl-C (SIGTERM,
+/// SIGHUP).
+pub(crate) async fn teardown_plan<D: DataSet>(
+    backend: &mut D,
+    prefix: &str,
+) -> Result<TeardownPlan, Failure> {
+    super::interruptible(backend.teardown_plan(prefix), "teardown").await
+}
+
+/// `dbio teardown --yes` on `backend`'s target, until it ends or the first Ctrl-C (SIGTERM,
+/// SIGHUP) stops it (the backend says what it left).
+pub(crate) async fn teardown<D: DataSet>(
+    backend: &mut D,
+    prefix: &str,
+    drop_dependents: bool,
+) -> Result<TeardownReport, Failure> {
+    Ok(backend
+        .teardown(prefix, drop_dependents, interrupts())
+        .await?)
+}
+
+/// `dbio setup` on `backend`'s target (`shown`): a line saying what it builds, then the load
+/// with a progress bar per schema (neither when `quiet`), until it ends or the first Ctrl-C
+/// (SIGTERM, SIGHUP) stops it.
+pub(crate) async fn setup<D: DataSet>(
+    backend: &mut D,
+    config: &Config,
+    ask: SetupAsk,
+    shown: &str,
+    quiet: bool,
+) -> Result<LoadSummary, Failure> {
+    let plan = super::interruptible(data_set_plan(backend, config), "setup").await?;
+    let observer: Arc<dyn LoadObserver> = if quiet {
+        Arc::new(NoProgress)
+    } else {
+        errln!(
+            "setup: {} schema(s) x {} blocks of {} kB on {shown}{}",
+            plan.schemas,
+            plan.scale_blocks,
+            plan.block_size / 1024,
+            plan.tablespace
+                .as_ref()
+                .map(|t| format!(" in tablespace {t}"))
+                .unwrap_or_default()
+        );
+        Arc::new(LoadBars::new())
+    };
+    Ok(backend.setup(config, ask, observer, interrupts()).await?)
+}
+
 /// The calibration `run.calibration` names, read once (exit 2 when it cannot be).
 pub(crate) fn load_calibration(
     config: &Config,
@@ -196,7 +314,7 @@ pub(crate) fn load_calibration(
     match &config.run.calibration {
         Some(file) => Ok(Some((
             file.display().to_string(),
-            dbio_calibrate::Calibration::read(file).map_err(|e| Failure::new(2, e))?,
+            dbio_calibrate::Calibration::read(file)?,
         ))),
         None => Ok(None),
     }

@@ -92,10 +92,3 @@ pub(super) async fn discover(
     }
     Ok(())
 }
-
-/// The data sets the target holds when the prefix has none (best effort: None when they
-/// cannot be read).
-pub(super) async fn others_on(target: &Target, prefix: &str) -> Option<String> {
-    let found = PgBackend::new(target.clone()).list().await.ok()?;
-    discover::others_note(prefix, &found)
-}

@@ -387,7 +387,7 @@ fn add_one(
         .ok()
         .and_then(|v| v.get("kind").and_then(|k| k.as_str().map(str::to_string)));
     if kind.as_deref() == Some("calibrate") {
-        dbio_calibrate::Calibration::read(&file).map_err(|e| Failure::new(2, e))?;
+        dbio_calibrate::Calibration::read(&file)?;
     } else {
         dbio_core::summary::read_step_set(&file)?;
     }

@@ -1,6 +1,6 @@
 //! `dbio man`: the manual page, rendered by clap_mangen from the same command definition as
 //! `--help`, so the two never disagree. Printed on stdout, or written as dbio.1 plus one
-//! dbio-<command>.1 per command with `--out DIR`.
+//! `dbio-<command>.1` per command with `--out DIR`.
 
 use std::path::Path;
 

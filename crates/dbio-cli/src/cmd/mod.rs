@@ -27,7 +27,6 @@ mod teardown;
 use dbio_core::Config;
 use dbio_core::driver::RunStatus;
 use dbio_core::result::RunResult;
-use dbio_postgres::Target;
 
 use crate::Failure;
 use crate::args::{Cli, Command, CommonArgs, DataArgs};
@@ -169,12 +168,6 @@ pub(super) fn load_config(common: &CommonArgs, data: &DataArgs) -> Result<Config
     crate::effective::base_config(common, data)
 }
 
-/// The PostgreSQL connection target: flag > PG* environment > file > the running default
-/// scratch cluster > libpq defaults.
-pub(super) fn resolve(config: &Config, common: &CommonArgs) -> Result<Target, Failure> {
-    crate::scratch_target::resolve(config, common)
-}
-
 /// Runs `work` until it ends or Ctrl-C (SIGTERM, SIGHUP) arrives; an interrupt is a failure
 /// (exit 1).
 pub(super) async fn interruptible<T, E>(
@@ -188,19 +181,9 @@ where
         r = work => r.map_err(Failure::from),
         by = interrupts().reached(1) => Err(Failure::new(
             1,
-            format!("{what} interrupted by {by}; any schema being loaded stays marked incomplete and the next `dbio setup` rebuilds it"),
+            format!("{what} interrupted by {by}; nothing was changed"),
         )),
     }
-}
-
-/// The data set `config` describes, counted in the blocks of the PostgreSQL server at
-/// `target` (what setup builds and check verifies).
-pub(super) async fn pg_data_set(
-    config: &Config,
-    target: &Target,
-) -> Result<dbio_core::dataset::DataSetPlan, dbio_core::backend::BackendError> {
-    let mut backend = dbio_postgres::PgBackend::new(target.clone());
-    dbio_core::backend::data_set_plan(&mut backend, config).await
 }
 
 /// Exit code of a finished run: 0 ok, 1 failed or interrupted.

@@ -3,16 +3,16 @@
 use std::path::Path;
 
 use dbio_core::Config;
+use dbio_core::dataset::SetupAsk;
 use dbio_core::driver::RunStatus;
 use dbio_core::units::SizeSpec;
-use dbio_postgres::{PgBackend, ScratchCluster, SetupOptions, Target};
+use dbio_postgres::{PgBackend, ScratchCluster, Target};
 
-use super::db::Db;
+use super::db::{Db, setup};
 use super::output::STDERR;
 use super::run::run_benchmark;
 use super::scratch::{describe, scratch_options};
-use super::setup::setup;
-use super::{RunOutput, exit_code, interruptible};
+use super::{RunOutput, exit_code};
 use crate::Failure;
 use crate::args::{Format, ScratchArgs};
 
@@ -87,15 +87,12 @@ pub(super) async fn quickstart(
 }
 
 async fn quickstart_work(config: &Config, target: &Target, quiet: bool) -> Result<u8, Failure> {
-    let opts = SetupOptions {
-        force: false,
-        drop_dependents: false,
-        drop_caches: config.collector.drop_caches,
-    };
-    let summary = interruptible(setup(config, target, &opts, quiet), "setup").await?;
+    let mut backend = PgBackend::new(target.clone());
+    let shown = target.to_string();
+    let summary = setup(&mut backend, config, SetupAsk::default(), &shown, quiet).await?;
     outln!("== data set ==");
     out!("{}", summary.render_text());
-    let report = super::db::check(&mut PgBackend::new(target.clone()), config).await?;
+    let report = super::db::check(&mut backend, config).await?;
     outln!("== check ==");
     out!("{}", report.render_text());
     if !report.ok() {

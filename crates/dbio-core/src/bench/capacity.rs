@@ -143,7 +143,7 @@ pub async fn capacity<B: Backend>(
     interrupts: Interrupts,
     calibrate: Option<Calibrate<'_>>,
 ) -> Result<RampOutcome, BackendError> {
-    let plan = CapacityPlan::new(config).map_err(BackendError::usage)?;
+    let plan = CapacityPlan::new(config)?;
     if config.run.engine == SessionLoop::Server {
         return Err(BackendError::usage(
             "capacity judges every step's latency; run.engine: server records only power-of-two buckets \

@@ -731,12 +731,13 @@ impl Config {
     /// Reads a YAML file; a missing file, bad YAML, unknown key or bad unit is a `Config` error
     /// that names the file, the line and the key.
     pub fn from_file(path: &Path) -> Result<Config, CoreError> {
-        let text = crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(
-            |message| CoreError::Config {
-                path: path.to_path_buf(),
-                message,
-            },
-        )?;
+        let text =
+            crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(|e| {
+                CoreError::Config {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }
+            })?;
         Self::from_yaml(&text).map_err(|message| CoreError::Config {
             path: path.to_path_buf(),
             message,
@@ -776,12 +777,13 @@ impl Config {
     /// The keys a YAML file sets, as a JSON tree (for `dbio config`'s sources); null when the
     /// file is empty.
     pub fn keys_in_file(path: &Path) -> Result<serde_json::Value, CoreError> {
-        let text = crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(
-            |message| CoreError::Config {
-                path: path.to_path_buf(),
-                message,
-            },
-        )?;
+        let text =
+            crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(|e| {
+                CoreError::Config {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }
+            })?;
         if text.trim().is_empty() {
             return Ok(serde_json::Value::Null);
         }

@@ -35,7 +35,7 @@ pub trait LoopSession: Send + 'static {
     /// Runs the loop for `seconds` and returns its counts; blocks.
     fn run_loop(&mut self, seconds: f64) -> Result<LoopCounts, OpError>;
     fn canceller(&self) -> Canceller;
-    /// As [`Session::closer`].
+    /// As [`Session::closer`](super::Session::closer).
     fn closer(&self) -> Option<Canceller> {
         None
     }

@@ -99,7 +99,7 @@ pub struct StepFigures {
     #[serde(default)]
     pub physical_read_ratio: Option<f64>,
     /// The step's reads mostly did not reach storage: its physical-read ratio is under 0.5
-    /// (the device's, or the backends' own /proc/<pid>/io), as the run's page-cache warning
+    /// (the device's, or the backends' own `/proc/<pid>/io`), as the run's page-cache warning
     /// says. Null when the run could not tell (no device or host figures).
     #[serde(default)]
     pub cache_served: Option<bool>,

@@ -216,12 +216,12 @@ pub struct IoLimit {
 /// I/O over the window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct IoCaps {
-    /// Where they were read (the server's /proc/<pid>/cgroup and /sys/fs/cgroup, through the
+    /// Where they were read (the server's `/proc/<pid>/cgroup` and /sys/fs/cgroup, through the
     /// connection or on this host).
     pub source: String,
     /// `v1` (blkio controller) or `v2` (io controller).
     pub cgroup_version: String,
-    /// The server's cgroup, as /proc/<pid>/cgroup names it.
+    /// The server's cgroup, as `/proc/<pid>/cgroup` names it.
     pub cgroup: String,
     /// The device the limits are read for (`major:minor`; the whole disk of a partition).
     pub device: Option<String>,

@@ -148,17 +148,17 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// What a trend chart adds to a line chart: a <title> per point, and vertical markers.
+/// What a trend chart adds to a line chart: a `<title>` per point, and vertical markers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Marks {
-    /// `titles[i][j]`: the <title> of point j (in the order given) of series i; points
+    /// `titles[i][j]`: the `<title>` of point j (in the order given) of series i; points
     /// without one are titled with their series and values.
     pub titles: Vec<Vec<String>>,
-    /// Dashed vertical lines at these x values (change points), each with its <title>.
+    /// Dashed vertical lines at these x values (change points), each with its `<title>`.
     pub markers: Vec<(f64, String)>,
     /// The x values are days since 1970-01-01 (UTC): ticks are labelled as dates.
     pub x_dates: bool,
-    /// Shaded bands behind the points: (x from, x to, y low, y high, <title>), e.g. a
+    /// Shaded bands behind the points: (x from, x to, y low, y high, `<title>`), e.g. a
     /// segment's mean ± its run-to-run sd.
     pub bands: Vec<(f64, f64, f64, f64, String)>,
     /// Dashed horizontal lines across the panel at these y values, each labelled (a latency

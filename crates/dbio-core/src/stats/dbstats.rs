@@ -287,20 +287,20 @@ pub struct HostMetrics {
     /// /proc for a server proven local).
     pub source: String,
     pub seconds: f64,
-    /// Bytes dbio's session backends fetched from storage (/proc/<pid>/io read_bytes, "bytes
+    /// Bytes dbio's session backends fetched from storage (`/proc/<pid>/io` read_bytes, "bytes
     /// really fetched from the storage layer", proc_pid_io(5)), summed over the window.
     pub session_read_bytes: Option<u64>,
     /// Bytes the io workers fetched (PostgreSQL 18+, io_method=worker: they submit the
     /// asynchronous reads, of every backend, not only dbio's).
     pub io_worker_read_bytes: Option<u64>,
-    /// Bytes the same session backends read through the kernel (/proc/<pid>/io rchar: their
+    /// Bytes the same session backends read through the kernel (`/proc/<pid>/io` rchar: their
     /// read(2)/pread(2) calls, page-cache hits included): their database reads.
     #[serde(default)]
     pub session_kernel_read_bytes: Option<u64>,
     /// The io workers' rchar, likewise.
     #[serde(default)]
     pub io_worker_kernel_read_bytes: Option<u64>,
-    /// Backends whose /proc/<pid>/io was read.
+    /// Backends whose `/proc/<pid>/io` was read.
     pub backends_read: u32,
     /// (session + io worker read_bytes) / block size / seconds.
     pub physical_blocks_per_s: Option<f64>,
@@ -579,7 +579,7 @@ impl HostMetrics {
     }
 }
 
-/// Warnings from the backends' own physical reads (/proc/<pid>/io): the page cache served
+/// Warnings from the backends' own physical reads (`/proc/<pid>/io`): the page cache served
 /// the database's reads when the bytes its backends fetched from storage are far below the
 /// bytes they read.
 pub fn host_cache_warnings(db: &DbMetrics, host: Option<&HostMetrics>) -> Vec<String> {

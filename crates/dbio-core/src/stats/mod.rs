@@ -100,13 +100,21 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     }
 }
 
-pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| format!("histogram is not valid base64: {e}"))?;
+/// Why a serialized histogram (result.json, a calibration) could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("histogram is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("histogram is not a valid HdrHistogram V2 encoding: {0:?}")]
+    Encoding(hdrhistogram::serialization::DeserializeError),
+}
+
+/// The histogram [`encode_histogram`] wrote: base64 of its V2 (deflate) serialization.
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, HistogramError> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram is not a valid HdrHistogram V2 encoding: {e:?}"))
+        .map_err(HistogramError::Encoding)
 }
 
 const SUB_BUCKETS: u64 = 8;

@@ -28,7 +28,7 @@ use crate::{ConnectString, OracleError, within};
 pub use collect::{Sampler, Samples, awr_report, awr_snapshot, snapshot, statspack};
 pub use records::{PackAndPlan, RunFacts, pack_facts, run_preflight};
 pub use session::{OraSession, open_sessions};
-pub use setup::{check, setup, teardown};
+pub use setup::{check, setup, teardown, teardown_plan};
 
 type Result<T> = std::result::Result<T, OracleError>;
 
@@ -88,7 +88,7 @@ struct Tracked {
     in_call: AtomicBool,
 }
 
-/// A connection dbio owns. Its calls go through [`Conn::call`], which marks them in flight;
+/// A connection dbio owns. Its calls go through `Conn::call`, which marks them in flight;
 /// it logs off when dropped, on the dropping thread, within [`LOGOFF_DEADLINE`].
 pub struct Conn {
     inner: Arc<Tracked>,

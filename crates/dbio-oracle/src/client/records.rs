@@ -529,7 +529,7 @@ pub(super) fn judge_cursors(
         .collect();
     let mut first = None;
     for p in plan::plans(&rows) {
-        let v = plan::judge(&p, user).map_err(OracleError::Usage)?;
+        let v = plan::judge(&p, user)?;
         first.get_or_insert(v);
     }
     Ok(first)

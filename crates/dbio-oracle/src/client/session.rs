@@ -83,7 +83,7 @@ impl OraSession {
 
 /// Opens the sessions of `specs` (each with its connect identifier) as their schemas' users:
 /// the first session of every user first, at most one logon attempt per user, then the rest,
-/// [`CONNECT_WIDTH`] at a time; the first failure stops the opening.
+/// `CONNECT_WIDTH` at a time; the first failure stops the opening.
 pub fn open_sessions(
     specs: &[(SessionSpec, String)],
     passwords: &BTreeMap<String, Password>,

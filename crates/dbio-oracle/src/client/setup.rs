@@ -6,7 +6,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use dbio_core::dataset::{CheckReport, DataSetPlan, SchemaCheck};
+use dbio_core::dataset::{
+    CheckReport, DataSetPlan, LoadObserver, SchemaAction, SchemaCheck, SchemaOutcome,
+};
+use dbio_core::teardown::{ObjectNames, SchemaDrop, TeardownPlan, TeardownReport};
 
 use super::records::{self, Catalogs};
 use super::{Breaker, Conn, Result, ServerFacts, Timeouts, connect, env};
@@ -58,7 +61,9 @@ fn ensure_catalog(conn: &Conn, cats: &Catalogs, admin: &str, b: &Breaker) -> Res
 /// and quota, CF1 one row per block, the keys loaded in random order on the server, I_CF1,
 /// optimizer statistics and the mark. Before anything changes: the privileges, the schemas'
 /// records (`loader::decide_setup`), the room for the load (FRA, TEMP, the tablespace) and
-/// for the loaders' connections. `line` gets a line per schema as it is done.
+/// for the loaders' connections. `observer` hears of each schema as it is done; the outcome
+/// of each, in schema order, is returned (a table's bytes are its blocks, one row per block;
+/// index bytes are not measured here: 0).
 pub fn setup(
     admin: &ConnectString,
     plan: &DataSetPlan,
@@ -66,8 +71,8 @@ pub fn setup(
     force: bool,
     timeouts: &Timeouts,
     b: &Breaker,
-    line: &(dyn Fn(&str) + Sync),
-) -> Result<()> {
+    observer: &dyn LoadObserver,
+) -> Result<Vec<SchemaOutcome>> {
     let prefix = mark::check_prefix(&plan.prefix, plan.schemas)?;
     let conn = admin_conn(admin, timeouts, b)?;
     let me = facts.admin.as_str();
@@ -114,7 +119,7 @@ pub fn setup(
             plan.parallel,
         );
         for w in checks::load_space(&needs, &records::load_facts(&conn, facts)?)? {
-            line(&format!("warning: {w}"));
+            observer.note(&format!("warning: {w}"));
         }
         let loaders = plan.parallel.clamp(1, to_load);
         checks::room_for(
@@ -125,12 +130,22 @@ pub fn setup(
         ensure_catalog(&conn, &cats, me, b)?;
     }
     let by_schema = |n: u32| judged.iter().find(|j| j.schema == n);
+    let table_bytes = plan.scale_blocks * facts.tablespace.block_size;
+    let outcome = |n: u32, action: SchemaAction, seconds: f64| SchemaOutcome {
+        schema: mark::user_name(&prefix, n),
+        action,
+        rows: plan.scale_blocks,
+        table_bytes,
+        index_bytes: 0,
+        seconds,
+    };
     // Keep and Remark here; the loads on their own connections.
     let mut loads = Vec::new();
+    let mut kept = Vec::new();
     for (n, action) in &decision.actions {
         let user = mark::user_name(&prefix, *n);
         match action {
-            Action::Keep => line(&format!(
+            Action::Keep => observer.note(&format!(
                 "{user}: kept (complete, {} blocks)",
                 plan.scale_blocks
             )),
@@ -140,17 +155,22 @@ pub fn setup(
                     &sql::comment_table(&user, &m.to_comment()),
                     &format!("{user}: updating its mark"),
                 )?;
-                line(&format!(
+                observer.note(&format!(
                     "{user}: kept (complete, {} blocks; its mark now counts {} schemas)",
                     plan.scale_blocks, plan.schemas
                 ));
             }
-            a => loads.push((*n, a.clone(), by_schema(*n).cloned())),
+            a => {
+                loads.push((*n, a.clone(), by_schema(*n).cloned()));
+                continue;
+            }
         }
+        kept.push(outcome(*n, SchemaAction::Kept, 0.0));
     }
     drop(conn);
     let next = AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::<(u32, OracleError)>::new());
+    let loaded = std::sync::Mutex::new(Vec::<SchemaOutcome>::new());
     std::thread::scope(|scope| {
         for _ in 0..plan.parallel.clamp(1, (loads.len() as u32).max(1)) {
             scope.spawn(|| {
@@ -173,6 +193,7 @@ pub fn setup(
                         break;
                     }
                     let started = Instant::now();
+                    observer.schema_started(&mark::user_name(&prefix, *n), plan.scale_blocks);
                     let schema = SchemaMark::new(
                         &decision.identity,
                         &prefix,
@@ -195,14 +216,14 @@ pub fn setup(
                         judged.as_ref(),
                         given.as_deref(),
                     ) {
-                        Ok(()) => line(&format!(
-                            "{}: loaded {} rows of {} kB blocks into {} in {:.1} s",
-                            mark::user_name(&prefix, *n),
-                            plan.scale_blocks,
-                            facts.tablespace.block_size / 1024,
-                            facts.tablespace.name,
-                            started.elapsed().as_secs_f64()
-                        )),
+                        Ok(()) => {
+                            let done =
+                                outcome(*n, SchemaAction::Loaded, started.elapsed().as_secs_f64());
+                            observer.schema_finished(&done.schema, &done);
+                            if let Ok(mut l) = loaded.lock() {
+                                l.push(done);
+                            }
+                        }
                         Err(e) => {
                             if let Ok(mut f) = failures.lock() {
                                 f.push((*n, e));
@@ -221,14 +242,17 @@ pub fn setup(
             return Err(interrupted(&by, me));
         }
         if given.is_none() && !loads.is_empty() {
-            line(&format!(
+            observer.note(&format!(
                 "the schema users' passwords were generated (24 characters each) and are recorded where dbio reads \
                  them: SELECT username, password FROM {me}.{} WHERE prefix = '{prefix}' (set \
                  DBIO_ORACLE_USER_PASSWORD before setup to choose one instead)",
                 sql::CATALOG
             ));
         }
-        return Ok(());
+        let mut outcomes = kept;
+        outcomes.extend(loaded.into_inner().unwrap_or_default());
+        outcomes.sort_by_key(|o| mark::schema_number(&prefix, &o.schema));
+        return Ok(outcomes);
     };
     Err(match (b.stopped(), first) {
         (Some(by), _) | (None, OracleError::Interrupted(by)) => interrupted(&by, me),
@@ -378,33 +402,35 @@ pub fn check(
     })
 }
 
-/// Drops one data set: the users dbio's catalog (the admin's) records under the prefix, by
-/// exact name; only CF1 of a user who owns other objects (the user stays, its row goes);
-/// the rows of intents whose user never came to be. Users named like the prefix's schemas
-/// that the records do not back, or another admin's, are named and left. Without `yes`,
-/// only says what it would do. Returns whether there was anything to drop.
-pub fn teardown(
-    admin: &ConnectString,
+/// What teardown's lines call the data set's objects on Oracle.
+pub const NAMES: ObjectNames = ObjectNames {
+    schema: "user",
+    table: "CF1",
+    index: "I_CF1",
+};
+
+/// The users of one data set, as teardown judges them: those dbio's catalog (the admin's)
+/// records under the prefix, by exact name, and users named like the prefix's schemas whose
+/// CF1 claims dbio's mark without a row. Returns the session user, its catalogs and the
+/// decision.
+fn judge_teardown(
+    conn: &Conn,
     prefix: &str,
     yes: bool,
-    timeouts: &Timeouts,
     b: &Breaker,
-    line: &(dyn Fn(&str) + Sync),
-) -> Result<bool> {
-    let prefix = mark::check_prefix(prefix, 1)?;
-    let conn = admin_conn(admin, timeouts, b)?;
+) -> Result<(String, Catalogs, loader::TeardownPlan)> {
     let me = conn.query_row::<String>(&sql::session_user(), "reading the session user")?;
     if yes {
-        records::check_privileges(&conn, Command::Teardown, "teardown", &me)?;
+        records::check_privileges(conn, Command::Teardown, "teardown", &me)?;
     }
-    let cats = records::catalogs(&conn, &me)?;
+    let cats = records::catalogs(conn, &me)?;
     let mut judged = Vec::new();
-    for row in records::rows_of_prefix(&conn, &cats, &prefix)? {
+    for row in records::rows_of_prefix(conn, &cats, prefix)? {
         let (user, n) = (row.username.clone(), row.schema);
         judged.push(records::judge(
-            &conn,
+            conn,
             &cats,
-            &prefix,
+            prefix,
             &user,
             n,
             Some(row),
@@ -417,7 +443,7 @@ pub fn teardown(
         &sql::cf1_comments(),
         "reading CF1 comments",
     )? {
-        let Some(n) = mark::schema_number(&prefix, &owner) else {
+        let Some(n) = mark::schema_number(prefix, &owner) else {
             continue;
         };
         let claims_this_prefix = match mark::Mark::parse(comment.as_deref()) {
@@ -428,7 +454,7 @@ pub fn teardown(
         if !claims_this_prefix || judged.iter().any(|j| j.user == owner) {
             continue;
         }
-        let j = records::judge(&conn, &cats, &prefix, &owner, n, None, false)?;
+        let j = records::judge(conn, &cats, prefix, &owner, n, None, false)?;
         // Recorded under another prefix (TS21 as schema 1 of TS2): another data set's.
         if matches!(&j.own, Ownership::Disputed(w) if w.starts_with("belongs to the dbio data set"))
         {
@@ -438,34 +464,64 @@ pub fn teardown(
     }
     judged.sort_by_key(|j| j.schema);
     let t = loader::decide_teardown(&judged, &me);
-    for (user, why) in &t.untouched {
-        line(&format!("not {user}: {why}"));
-    }
+    Ok((me, cats, t))
+}
+
+/// What `teardown` would drop of the data set of `prefix`: a user dbio created (CF1, I_CF1),
+/// only CF1 of a user who owns other objects, the rows of intents whose user never came to
+/// be; users it leaves, with why. Changes nothing.
+pub fn teardown_plan(
+    admin: &ConnectString,
+    prefix: &str,
+    timeouts: &Timeouts,
+    b: &Breaker,
+) -> Result<TeardownPlan> {
+    let prefix = mark::check_prefix(prefix, 1)?;
+    let conn = admin_conn(admin, timeouts, b)?;
+    let (_, _, t) = judge_teardown(&conn, &prefix, false, b)?;
+    let mut plan = TeardownPlan::new(NAMES);
+    plan.schemas = t
+        .drop
+        .into_iter()
+        .map(|(row, foreign)| SchemaDrop {
+            schema: row.username,
+            exists: true,
+            table: true,
+            dependents: Vec::new(),
+            foreign_objects: foreign,
+        })
+        .chain(t.stale.into_iter().map(|row| SchemaDrop {
+            schema: row.username,
+            exists: false,
+            table: false,
+            dependents: Vec::new(),
+            foreign_objects: Vec::new(),
+        }))
+        .collect();
+    plan.left = t.untouched;
+    Ok(plan)
+}
+
+/// Drops one data set (see [`teardown_plan`]): a user dbio created with everything in it;
+/// only CF1 of a user who owns other objects (the user stays, its row goes); the rows of
+/// intents whose user never came to be. Users named like the prefix's schemas that the
+/// records do not back, or another admin's, are named and left. The catalog goes with the
+/// last data set it records.
+pub fn teardown(
+    admin: &ConnectString,
+    prefix: &str,
+    timeouts: &Timeouts,
+    b: &Breaker,
+) -> Result<TeardownReport> {
+    let prefix = mark::check_prefix(prefix, 1)?;
+    let conn = admin_conn(admin, timeouts, b)?;
+    let (me, cats, t) = judge_teardown(&conn, &prefix, true, b)?;
+    let mut report = TeardownReport::new(NAMES);
+    report.left = t.untouched;
     if t.drop.is_empty() && t.stale.is_empty() {
-        return Ok(false);
+        return Ok(report);
     }
-    if !yes {
-        for (row, foreign) in &t.drop {
-            line(&if foreign.is_empty() {
-                format!("would drop user {} (CF1, I_CF1)", row.username)
-            } else {
-                format!(
-                    "would drop {}.CF1 only; user {} stays, it owns objects dbio did not create: {}",
-                    row.username,
-                    row.username,
-                    foreign.join(", ")
-                )
-            });
-        }
-        for row in &t.stale {
-            line(&format!(
-                "would remove the catalog row of {} (a setup stopped before creating it)",
-                row.username
-            ));
-        }
-        return Ok(true);
-    }
-    for (row, foreign) in &t.drop {
+    for (row, foreign) in t.drop {
         let user = &row.username;
         if foreign.is_empty() {
             conn.execute(Some(b), &sql::drop_user(user), &format!("dropping {user}"))?;
@@ -474,7 +530,7 @@ pub fn teardown(
                 &sql::forget_user(&me, user),
                 &format!("removing {user}'s catalog row"),
             )?;
-            line(&format!("dropped user {user}"));
+            report.dropped.push(row.username);
         } else {
             let dropped = conn.execute(
                 Some(b),
@@ -492,22 +548,22 @@ pub fn teardown(
                 &sql::forget_user(&me, user),
                 &format!("removing {user}'s catalog row"),
             )?;
-            line(&format!(
-                "dropped {user}.CF1 only; user {user} stays because it owns objects dbio did not create: {}",
-                foreign.join(", ")
-            ));
+            report.kept.push(SchemaDrop {
+                schema: row.username,
+                exists: true,
+                table: true,
+                dependents: Vec::new(),
+                foreign_objects: foreign,
+            });
         }
     }
-    for row in &t.stale {
+    for row in t.stale {
         conn.execute_commit(
             Some(b),
             &sql::forget_user(&me, &row.username),
             &format!("removing {}'s catalog row", row.username),
         )?;
-        line(&format!(
-            "removed the catalog row of {} (a setup stopped before creating it)",
-            row.username
-        ));
+        report.forgotten.push(row.username);
     }
     // The catalog goes with the last data set it records.
     if cats.own == Some(true)
@@ -518,13 +574,10 @@ pub fn teardown(
             &sql::drop_catalog(&me),
             "dropping dbio's empty catalog",
         ) {
-            Ok(()) => line(&format!(
-                "dropped {me}.{} (no data set left in it)",
-                sql::CATALOG
-            )),
+            Ok(()) => report.records_dropped = Some(format!("{me}.{}", sql::CATALOG)),
             Err(e) if e.to_string().contains(BUSY) => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(report)
 }

@@ -380,7 +380,11 @@ impl WindowCollector {
     /// collector's own statements falls inside the window but the snapshot's commit.
     pub async fn begin(&mut self) -> Result<(), PgError> {
         if self.drop_caches && self.scope == Scope::Server {
-            device::drop_page_cache().map_err(PgError::Usage)?;
+            device::drop_page_cache().map_err(|e| {
+                PgError::Usage(format!(
+                    "cannot drop the page cache ({e}); --drop-caches needs root on the server's host"
+                ))
+            })?;
         }
         // The caches first (pg_buffercache and the files' pages), then the counters.
         let residency = match &self.limits.residency {
