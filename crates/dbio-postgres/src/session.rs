@@ -417,7 +417,16 @@ fn closer(conn: &WireConn) -> Option<Canceller> {
 /// 15+: pg_stat_force_next_flush() publishes this backend's pending statistics before the
 /// call returns (pg-stats §4); 13/14 flush at disconnect, which the collector waits for.
 fn flush_stats(conn: &mut WireConn, major: i32) {
-    if major >= 15 {
+    if major >= 15
+        && let Err(WireError::Server(e)) = conn.simple(sql::FORCE_FLUSH)
+        && e.code == QUERY_CANCELED
+    {
+        // A cancel meant for the session's last operation (the window's end) reached the
+        // server as this statement ran: once more, or that operation's statistics would
+        // miss the "after" snapshot.
         let _ = conn.simple(sql::FORCE_FLUSH);
     }
 }
+
+/// SQLSTATE of a statement cancelled by a cancel request (or a statement_timeout).
+const QUERY_CANCELED: &str = "57014";

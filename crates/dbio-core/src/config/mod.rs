@@ -416,7 +416,7 @@ pub enum SessionLoop {
 #[serde(rename_all = "lowercase")]
 pub enum SessionEngine {
     /// Threads below `driver::EVENTS_FROM` sessions, events from there, threads whenever the
-    /// run needs what only they do (TLS, an open loop, a wait for steady state).
+    /// run needs what only they do (an open loop, a wait for steady state).
     #[default]
     Auto,
     /// One OS thread per session, blocking on its own socket.

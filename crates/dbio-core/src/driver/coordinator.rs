@@ -466,6 +466,7 @@ where
     // stretch the run.
     let mut close_at = timeline.end;
     let mut cancel_at = None;
+    let mut cancel_again = Duration::from_secs(1);
     loop {
         tokio::select! {
             _ = sleep_until_opt(close_at) => {
@@ -518,8 +519,11 @@ where
             by = &mut interrupt, if !end.interrupted => end.interrupt(&shared, by),
             by = &mut hurry, if !end.hurried => end.hurry(&shared, &mut stragglers, by),
             _ = sleep_until_opt(cancel_at) => {
-                cancel_at = None;
                 cancel_in_flight(&cancellers, &lives);
+                // Again, less and less often, while a session still has one in flight: a
+                // cancel that reached the server before the statement did is lost.
+                cancel_at = Some(Instant::now() + cancel_again);
+                cancel_again *= 2;
             }
             _ = stop_rx.changed(), if end.stopped_at.is_none() => {
                 if *stop_rx.borrow() {

@@ -92,7 +92,7 @@ pub struct EngineChoice {
 
 impl EngineChoice {
     /// What `cfg.session_engine` comes to for these sessions: the event engine needs every
-    /// session's socket (no TLS) and a closed loop without coordinated waits.
+    /// session's socket and a closed loop without coordinated waits.
     pub fn of<S: Session>(
         cfg: &DriveConfig,
         sessions: &[(SessionSpec, S)],
@@ -103,7 +103,7 @@ impl EngineChoice {
         } else if coordinated {
             Some("run.steady and run.precondition are judged interval by interval")
         } else if sessions.iter().any(|(_, s)| s.event_fd().is_none()) {
-            Some("a session cannot be driven without blocking (TLS)")
+            Some("a session has no socket to wait on")
         } else {
             None
         };
@@ -1164,9 +1164,9 @@ mod tests {
         let auto = on(SessionEngine::Auto, cfg(WindowSpec::Loops(1), 0));
         assert_eq!(of(31, true, &auto).engine, SessionEngine::Threads);
         assert_eq!(of(32, true, &auto).engine, SessionEngine::Events);
-        let tls = of(32, false, &auto);
-        assert_eq!(tls.engine, SessionEngine::Threads);
-        assert!(tls.why.contains("TLS"), "{}", tls.why);
+        let socketless = of(32, false, &auto);
+        assert_eq!(socketless.engine, SessionEngine::Threads);
+        assert!(socketless.why.contains("no socket"), "{}", socketless.why);
         let mut open_loop = on(SessionEngine::Events, cfg(WindowSpec::Loops(1), 0));
         open_loop.arrivals = Some(open(100.0));
         let forced = of(8, true, &open_loop);

@@ -38,9 +38,9 @@ pub trait Session: Send + 'static {
     /// pg_stat_force_next_flush()), before a snapshot is taken; best effort.
     fn flush_stats(&mut self);
 
-    /// The socket the event engine waits on for this session's answers; None when the
-    /// session can only block (TLS, or a backend without the calls below): such a run
-    /// gets a thread per session.
+    /// The socket the event engine waits on for this session's answers (under TLS, the
+    /// socket below it); None when the session can only block (a backend without the calls
+    /// below): such a run gets a thread per session.
     fn event_fd(&self) -> Option<RawFd> {
         None
     }

@@ -329,11 +329,12 @@ impl WireConn {
         }
     }
 
-    /// The socket the event engine waits on; None under TLS, whose records the event
-    /// engine does not read (a TLS run gets a thread per session).
+    /// The socket the event engine waits on (under TLS, the TCP socket below it: an answer
+    /// is read until it is whole or the socket has nothing more, so no decrypted byte waits
+    /// in OpenSSL's buffer for a readiness edge that will not come).
     pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
-        (!self.stream.is_tls()).then(|| self.stream.as_fd().as_raw_fd())
+        Some(self.stream.as_fd().as_raw_fd())
     }
 
     /// Switches the socket to non-blocking (`send_execute`, `poll_answer`) or back.
@@ -396,8 +397,8 @@ impl WireConn {
     }
 
     /// Prepares named statements (name, SQL, parameter types) in one round trip: every
-    /// Parse, then one Sync. The first error is returned; none of them is then usable
-    /// (after an error the server skips the rest up to the Sync).
+    /// Parse, then one Sync. The first error is returned: the statements before it stay
+    /// prepared, the server skips those after it up to the Sync.
     pub fn prepare_all(&mut self, statements: &[(&str, &str, &[Oid])]) -> Result<(), WireError> {
         for (name, sql, types) in statements {
             frontend::parse(name, sql, types.iter().copied(), &mut self.wbuf)?;

@@ -72,9 +72,10 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_nonblocking(on),
             Stream::Unix(s) => s.set_nonblocking(on),
-            Stream::Tls(_) => Err(io::Error::other(
-                "a TLS session is read blocking (thread per session)",
-            )),
+            // OpenSSL over a non-blocking socket: a record not yet whole, or a write the
+            // socket has no room for, comes back as WouldBlock (the connector's partial-write
+            // and moving-buffer modes let the same rest be written again).
+            Stream::Tls(s) => s.get_ref().set_nonblocking(on),
         }
     }
 
