@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use dbio_tests::{TestCluster, assert_exit, num, read_result, stderr, wait_no_dbio_sessions};
+use dbio_tests::{
+    TestCluster, assert_exit, assert_idx_scans, num, read_result, stderr, wait_no_dbio_sessions,
+};
 use serde_json::Value;
 
 const SCALE: &str = "1000blocks";
@@ -17,17 +19,6 @@ fn loaded() -> TestCluster {
 
 fn n(v: &Value, path: &[&str]) -> u64 {
     num(v, path) as u64
-}
-
-/// The server's idx_scan delta against the operations dbio counted. PostgreSQL 15 was seen to
-/// count one index scan more than statements executed (1 in 200, when readers and a writer
-/// shared a table; statement logging showed exactly one execution per operation), never
-/// fewer; so: never fewer, and at most 1% (at least 1) more.
-fn assert_idx_scans(server: u64, client: u64) {
-    assert!(
-        server >= client && server - client <= (client / 100).max(1),
-        "idx_scan delta {server} vs {client} operations counted by dbio"
-    );
 }
 
 /// Waits until the server has no dbio session left (their backends exit just after the

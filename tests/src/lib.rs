@@ -300,6 +300,18 @@ where
     last
 }
 
+/// The server's idx_scan delta against the operations dbio counted (every read and update is
+/// one index scan on cf1). PostgreSQL 15 was seen to count one index scan more than
+/// statements executed (1 in 200, when readers and a writer shared a table; statement
+/// logging showed exactly one execution per operation), never fewer; so: never fewer, and at
+/// most 1% (at least 1) more.
+pub fn assert_idx_scans(server: u64, client: u64) {
+    assert!(
+        server >= client && server - client <= (client / 100).max(1),
+        "idx_scan delta {server} vs {client} operations counted by dbio"
+    );
+}
+
 /// Sum of idx_scan on the data set's cf1 tables (prefix `user`) of one server, once no dbio
 /// session is connected and the figure has settled (13/14 publish late).
 pub async fn idx_scans(c: &Client) -> u64 {

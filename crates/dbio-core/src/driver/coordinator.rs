@@ -935,20 +935,22 @@ pub(super) const CANCEL_AFTER: Duration = Duration::from_millis(100);
 /// Cancels the statements of the sessions that have one in flight (`lives` in the order of
 /// `cancellers`).
 fn cancel_in_flight(cancellers: &[Canceller], lives: &[Arc<Live>]) {
-    for (c, live) in cancellers.iter().zip(lives) {
-        if live.in_flight.load(Ordering::Relaxed) {
-            let c = Arc::clone(c);
-            tokio::task::spawn_blocking(move || c());
-        }
-    }
+    cancellers
+        .iter()
+        .zip(lives)
+        .filter(|(_, live)| live.in_flight.load(Ordering::Relaxed))
+        .for_each(|(c, _)| send_cancel(c));
 }
 
 /// Cancels every statement in flight so sessions return at once.
 pub(super) fn cancel_all(cancellers: &[Canceller]) {
-    for c in cancellers {
-        let c = Arc::clone(c);
-        tokio::task::spawn_blocking(move || c());
-    }
+    cancellers.iter().for_each(send_cancel);
+}
+
+/// One cancel request, off the runtime's workers (it connects to the server).
+fn send_cancel(c: &Canceller) {
+    let c = Arc::clone(c);
+    tokio::task::spawn_blocking(move || c());
 }
 
 pub(super) fn stop_cause(shared: &Shared) -> EndedBy {
