@@ -152,7 +152,8 @@ impl DataSetAsk {
 /// When the schemas and the scale were both given, the marks are a cross-check only: if the
 /// target's data sets cannot be read (a catalog the role may not read, a backend that cannot
 /// list), the command goes on with the values as given, as it did before discovery existed;
-/// the run's preflight verifies the data set itself. An interrupt still stops it.
+/// the run's preflight verifies the data set itself. An unreachable target and an interrupt
+/// still stop it.
 pub async fn discover<D: DataSet>(
     backend: &mut D,
     config: &mut Config,
@@ -160,9 +161,12 @@ pub async fn discover<D: DataSet>(
 ) -> Result<Option<String>, BackendError> {
     let found = match backend.list().await {
         Ok(found) => found,
-        Err(e) if ask.is_complete() && e.kind != ErrorKind::Interrupted => {
-            // Unreachable, or unusable (no client library): the command says so itself, in
-            // its own words; only a target that answered is worth a note here.
+        // An unreachable target stops here, as it would stop the command (waiting out a
+        // second connect timeout would only delay the same error), and so does an interrupt.
+        Err(e) if ask.is_complete() && matches!(e.kind, ErrorKind::Failed | ErrorKind::Usage) => {
+            // Usage: the backend cannot be used at all here (no client library, not built
+            // in), which the command says itself, in its own words, without waiting; only a
+            // target that answered is worth a note.
             return Ok((e.kind == ErrorKind::Failed).then(|| {
                 format!(
                     "dbio's data sets on the target could not be read ({}); taking {} and {} as given",
@@ -409,18 +413,19 @@ mod tests {
             ),
             (3, SizeSpec::Blocks(500), None)
         );
-        // Unreachable or unusable: the run's own preflight says so, once.
-        for kind in [ErrorKind::Unreachable, ErrorKind::Usage] {
+        // Unusable here (no client library): the run's own preflight says so, once.
+        fake.marked = Err(ErrorKind::Usage);
+        let note = discovered(&mut fake, &mut config, &explicit).await;
+        assert_eq!(note.expect("an explicit run goes on"), None);
+        // Unreachable (the run would wait out a second connect timeout for the same error),
+        // or interrupted: it stops.
+        for kind in [ErrorKind::Unreachable, ErrorKind::Interrupted] {
             fake.marked = Err(kind);
-            let note = discovered(&mut fake, &mut config, &explicit).await;
-            assert_eq!(note.expect("an explicit run goes on"), None, "{kind:?}");
+            let e = discovered(&mut fake, &mut config, &explicit)
+                .await
+                .expect_err("stopped");
+            assert_eq!(e.kind, kind);
         }
-        // An interrupt stops it.
-        fake.marked = Err(ErrorKind::Interrupted);
-        let e = discovered(&mut fake, &mut config, &explicit)
-            .await
-            .expect_err("interrupted");
-        assert_eq!(e.kind, ErrorKind::Interrupted);
         // Without both values the marks are needed: their error is the command's.
         for partial in [
             DataSetAsk {
