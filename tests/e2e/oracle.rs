@@ -69,6 +69,51 @@ fn without_instant_client_the_user_is_told_what_to_install() {
     }
 }
 
+// Oracle's data sets are read from its catalog now (list was a usage error, and check, run,
+// ramp and capacity took schemas and scale from the config only): with neither value given,
+// the command reads the catalog first, and a machine without Instant Client is told what to
+// install, as with both given.
+#[test]
+fn without_schemas_or_scale_the_catalog_is_read_and_instant_client_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("oracle.yaml");
+    std::fs::write(
+        &cfg,
+        "engine: oracle\ntarget:\n  dsn: \"system/not-printed@//127.0.0.1:1/XE\"\ndata:\n  prefix: dbiot\n",
+    )
+    .unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    for cmd in [
+        Dbio::new("list"),
+        Dbio::new("check"),
+        Dbio::new("run").run_time("1s").out(dir.path().join("run")),
+        Dbio::new("ramp")
+            .readers("1,2")
+            .run_time("1s")
+            .out(dir.path().join("ramp")),
+    ] {
+        let out = cmd
+            .clone()
+            .config(&cfg)
+            .env("DBIO_ORACLE_CLIENT_LIB_DIR", empty.path())
+            .env("LD_LIBRARY_PATH", "")
+            .output();
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.contains("DPI-1047") && err.contains("Install Oracle Instant Client"),
+            "{cmd:?}: {err}"
+        );
+        // Said once: not a note and then the error.
+        assert_eq!(
+            err.matches("Install Oracle Instant Client").count(),
+            1,
+            "{cmd:?}: {err}"
+        );
+        assert!(!err.contains("not-printed"), "the password leaked: {err}");
+    }
+}
+
 #[test]
 fn a_target_without_a_user_is_refused_before_connecting() {
     let dir = tempfile::tempdir().unwrap();
@@ -197,6 +242,44 @@ fn end_to_end_against_a_real_oracle_database() {
     assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("one row per block"),
+        "{}",
+        stdout(&out)
+    );
+    // The data set is read back from the catalog: `dbio list`, and a check given neither
+    // schemas nor scale finds both schemas at 1000 blocks.
+    let out = Dbio::new("list")
+        .config(cfg)
+        .arg("--format")
+        .arg("json")
+        .output();
+    assert_exit(&out, 0);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let ours: Vec<&serde_json::Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["prefix"] == "dbiot")
+        .collect();
+    assert_eq!(ours.len(), 1, "{listed}");
+    assert_eq!(
+        (
+            &ours[0]["schemas"],
+            &ours[0]["scale_blocks"],
+            &ours[0]["state"]
+        ),
+        (&2.into(), &1000.into(), &"complete".into()),
+        "{listed}"
+    );
+    let bare = dir.path().join("bare.yaml");
+    std::fs::write(
+        &bare,
+        format!("engine: oracle\ntarget:\n  dsn: \"{dsn}\"\ndata:\n  prefix: dbiot\n"),
+    )
+    .unwrap();
+    let out = Dbio::new("check").config(&bare).output();
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("DBIOT2") && stdout(&out).contains("rows 1000/1000"),
         "{}",
         stdout(&out)
     );

@@ -8,6 +8,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::Config;
+use crate::ErrorKind;
+use crate::backend::{BackendError, DataSet};
 use crate::error::CoreError;
 use crate::units::{SizeSpec, format_bytes};
 
@@ -132,6 +135,67 @@ pub fn pick<'a>(
     Ok(Some(d))
 }
 
+impl DataSetAsk {
+    /// Both the schema count and the scale were given (flag or file): the marks only
+    /// cross-check them.
+    pub fn is_complete(&self) -> bool {
+        self.schemas.is_some() && self.scale.is_some()
+    }
+}
+
+/// Reads the data sets `backend`'s target holds and fills `config.data` from the one of
+/// `ask.prefix` (schemas, scale, and the tablespace when none was given); an explicit value
+/// that disagrees is an error naming both. With no data set of the prefix nothing changes.
+/// Returns what the user should be told: the data sets the target does hold when the prefix
+/// has none ([`others_note`]), or why they could not be read.
+///
+/// When the schemas and the scale were both given, the marks are a cross-check only: if the
+/// target's data sets cannot be read (a catalog the role may not read, a backend that cannot
+/// list), the command goes on with the values as given, as it did before discovery existed;
+/// the run's preflight verifies the data set itself. An unreachable target and an interrupt
+/// still stop it.
+pub async fn discover<D: DataSet>(
+    backend: &mut D,
+    config: &mut Config,
+    ask: &DataSetAsk,
+) -> Result<Option<String>, BackendError> {
+    let found = match backend.list().await {
+        Ok(found) => found,
+        // An unreachable target stops here, as it would stop the command (waiting out a
+        // second connect timeout would only delay the same error), and so does an interrupt.
+        Err(e) if ask.is_complete() && matches!(e.kind, ErrorKind::Failed | ErrorKind::Usage) => {
+            // Usage: the backend cannot be used at all here (no client library, not built
+            // in), which the command says itself, in its own words, without waiting; only a
+            // target that answered is worth a note.
+            return Ok((e.kind == ErrorKind::Failed).then(|| {
+                format!(
+                    "dbio's data sets on the target could not be read ({}); taking {} and {} as given",
+                    e.message,
+                    ask.schemas.as_ref().map_or("", |(_, from)| from.as_str()),
+                    ask.scale.as_ref().map_or("", |(_, from)| from.as_str()),
+                )
+            }));
+        }
+        Err(e) => return Err(e),
+    };
+    match pick(ask, &found)? {
+        Some(d) => {
+            if ask.schemas.is_none() {
+                config.data.schemas = d.schemas;
+            }
+            if ask.scale.is_none() {
+                config.data.scale = SizeSpec::Blocks(d.scale_blocks);
+            }
+            if config.data.tablespace.is_none() {
+                config.data.tablespace = d.tablespace.clone();
+            }
+            config.validate()?;
+            Ok(None)
+        }
+        None => Ok(others_note(&ask.prefix, &found)),
+    }
+}
+
 /// A note naming the data sets the target does hold, when the prefix asked for has none.
 pub fn others_note(prefix: &str, found: &[FoundDataSet]) -> Option<String> {
     if found.is_empty() || found.iter().any(|d| d.prefix == prefix) {
@@ -181,6 +245,7 @@ pub fn render_list(found: &[FoundDataSet]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::fake::FakeBackend;
 
     fn set(prefix: &str, schemas: u32, scale_blocks: u64) -> FoundDataSet {
         FoundDataSet {
@@ -243,6 +308,141 @@ mod tests {
         // A subset is allowed.
         a.schemas = Some((1, "--schemas".into()));
         assert!(pick(&a, &found).unwrap().is_some());
+    }
+
+    /// Discovery as the CLI calls it for check, run, ramp and capacity, over the trait only.
+    async fn discovered(
+        fake: &mut FakeBackend,
+        config: &mut Config,
+        ask: &DataSetAsk,
+    ) -> Result<Option<String>, BackendError> {
+        discover(fake, config, ask).await
+    }
+
+    #[tokio::test]
+    async fn discovery_fills_the_config_from_the_marks_through_the_data_set_trait() {
+        let mut fake = FakeBackend::new();
+        fake.marked = Ok(vec![
+            FoundDataSet {
+                tablespace: Some("fast".into()),
+                ..set("user", 2, 4000)
+            },
+            set("ts", 1, 100),
+        ]);
+        let mut config = Config::default();
+        let note = discovered(&mut fake, &mut config, &ask("user")).await;
+        assert_eq!(note.expect("the marks were read"), None);
+        assert_eq!(
+            (
+                config.data.schemas,
+                config.data.scale,
+                config.data.tablespace.as_deref()
+            ),
+            (2, SizeSpec::Blocks(4000), Some("fast"))
+        );
+        assert_eq!(fake.calls(), ["list"]);
+
+        // What check then verifies is the data set the marks describe, in the server's blocks.
+        let report = fake.check(&config).await.expect("check");
+        assert_eq!(report.failed(), ["user1", "user2"]);
+        assert_eq!(report.schemas[1].facts, ["rows 4000/4000"]);
+
+        // A given tablespace stays; a given scale that disagrees names both values.
+        let mut config = Config::default();
+        config.data.tablespace = Some("slow".into());
+        let mut a = ask("user");
+        a.scale = Some((SizeSpec::Blocks(8192), "--scale".into()));
+        let e = discovered(&mut fake, &mut config, &a)
+            .await
+            .expect_err("8192 blocks is not the data set's 4000");
+        assert_eq!(e.kind, ErrorKind::Usage);
+        assert!(
+            e.message.contains("--scale asks for 8192") && e.message.contains("holds 4000"),
+            "{}",
+            e.message
+        );
+        assert_eq!(config.data.tablespace.as_deref(), Some("slow"));
+
+        // No data set of the prefix: nothing changes, and the ones there are named.
+        let mut config = Config::default();
+        let note = discovered(&mut fake, &mut config, &ask("other"))
+            .await
+            .expect("the marks were read")
+            .expect("a note naming the data sets");
+        assert!(
+            note.contains("no dbio data set of prefix `other`")
+                && note.contains("  user ")
+                && note.contains("  ts "),
+            "{note}"
+        );
+        assert_eq!(config.data.schemas, Config::default().data.schemas);
+    }
+
+    // A backend whose marks could not be read (Oracle's list before it had a reader of its
+    // catalog) made discovery fail every run, even one given --schemas and --scale.
+    #[tokio::test]
+    async fn marks_that_cannot_be_read_do_not_stop_a_run_given_schemas_and_scale() {
+        let explicit = DataSetAsk {
+            schemas: Some((3, "--schemas".into())),
+            scale: Some((SizeSpec::Blocks(500), "--scale".into())),
+            ..ask("user")
+        };
+        let given = |config: &mut Config| {
+            config.data.schemas = 3;
+            config.data.scale = SizeSpec::Blocks(500);
+        };
+        // The target answered but its marks could not be read: noted, values as given.
+        let mut fake = FakeBackend::new();
+        fake.marked = Err(ErrorKind::Failed);
+        let mut config = Config::default();
+        given(&mut config);
+        let note = discovered(&mut fake, &mut config, &explicit)
+            .await
+            .expect("an explicit run goes on")
+            .expect("a note saying why the marks were not used");
+        assert_eq!(
+            note,
+            "dbio's data sets on the target could not be read (fake: the marks cannot be read); \
+             taking --schemas and --scale as given"
+        );
+        assert_eq!(
+            (
+                config.data.schemas,
+                config.data.scale,
+                config.data.tablespace.clone()
+            ),
+            (3, SizeSpec::Blocks(500), None)
+        );
+        // Unusable here (no client library): the run's own preflight says so, once.
+        fake.marked = Err(ErrorKind::Usage);
+        let note = discovered(&mut fake, &mut config, &explicit).await;
+        assert_eq!(note.expect("an explicit run goes on"), None);
+        // Unreachable (the run would wait out a second connect timeout for the same error),
+        // or interrupted: it stops.
+        for kind in [ErrorKind::Unreachable, ErrorKind::Interrupted] {
+            fake.marked = Err(kind);
+            let e = discovered(&mut fake, &mut config, &explicit)
+                .await
+                .expect_err("stopped");
+            assert_eq!(e.kind, kind);
+        }
+        // Without both values the marks are needed: their error is the command's.
+        for partial in [
+            DataSetAsk {
+                scale: None,
+                ..explicit.clone()
+            },
+            ask("user"),
+        ] {
+            fake.marked = Err(ErrorKind::Failed);
+            let e = discovered(&mut fake, &mut config, &partial)
+                .await
+                .expect_err("the marks are needed");
+            assert_eq!(
+                (e.kind, e.message.as_str()),
+                (ErrorKind::Failed, "fake: the marks cannot be read")
+            );
+        }
     }
 
     #[test]

@@ -376,11 +376,12 @@ impl DataSet for OracleBackend {
         Ok(facts.tablespace.block_size)
     }
 
-    /// Oracle keeps dbio's records in the admin's catalog, not as marks `list` can read.
+    /// dbio's catalogs, the users they record and those users' CF1 marks
+    /// (`client::data_sets`), off the async runtime's workers; an interrupt breaks the
+    /// statement in flight.
     async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
-        Err(BackendError::usage(
-            "dbio list reads the marks dbio leaves on PostgreSQL schemas; on Oracle, `dbio check` verifies the data set of data.prefix",
-        ))
+        let (admin, timeouts) = (self.admin.clone(), self.timeouts);
+        read_only(move |b| client::data_sets(&admin, &timeouts, b)).await
     }
 
     /// Off the async runtime's workers; an interrupt breaks the statement in flight.

@@ -16,6 +16,7 @@
 //! both, and no name is ever matched by a pattern (no LIKE, so `_` and `%` in a prefix mean
 //! nothing). Prefixes are Oracle user names: letters, digits and `_`, upper-cased.
 
+use dbio_core::discover::{DataSetState, FoundDataSet};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -424,6 +425,105 @@ pub fn ownership(
     }
 }
 
+/// The CF1 of a user a catalog records, as ALL_TABLES and ALL_TAB_COMMENTS have it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRow {
+    pub owner: String,
+    /// Where the table is now (null for a partitioned table).
+    pub tablespace: Option<String>,
+    /// Its comment: dbio's mark, if the load got that far.
+    pub comment: Option<String>,
+}
+
+/// Every data set the catalog rows record (`dbio list`, and the data set a command takes
+/// when no --schemas/--scale is given), in the shape PostgreSQL's marks give: a schema user
+/// counts only where [`ownership`] finds it dbio's (catalog row, ALL_USERS and CF1's mark
+/// agreeing), and its data set's figures come from the marks, grouped by the data set's id.
+///
+/// - A user dbio created whose load has not written the mark yet counts, and makes its data
+///   set `loading`; a data set none of whose users carries a mark yet is left out (its scale
+///   is known to no record), as PostgreSQL leaves out schemas without a readable mark.
+/// - Stale rows (the user is gone) and disputed users are not the data set's: fewer schemas
+///   found than the marks' count make it `partial`.
+/// - The prefix is given in the config's form (lower case; Oracle folds the user names up).
+/// - Sizes are not measured (DBA_SEGMENTS needs a grant the admin may not have): `bytes` is
+///   None.
+///
+/// A user recorded in two catalogs is judged by the first row, as commands read it.
+pub fn data_sets(rows: &[CatalogRow], users: &[UserRow], tables: &[TableRow]) -> Vec<FoundDataSet> {
+    let user_of = |name: &str| users.iter().find(|u| u.username == name);
+    let table_of = |name: &str| tables.iter().find(|t| t.owner == name);
+    let mut seen: Vec<&str> = Vec::new();
+    let mut marked: Vec<(SchemaMark, Option<&str>)> = Vec::new();
+    let mut unmarked: Vec<CatalogRow> = Vec::new();
+    for row in rows {
+        if seen.contains(&row.username.as_str()) {
+            continue;
+        }
+        seen.push(&row.username);
+        let table = table_of(&row.username);
+        let own = ownership(
+            &row.username,
+            Some(row),
+            user_of(&row.username),
+            table.and_then(|t| t.comment.as_deref()),
+        );
+        match own {
+            Ownership::Ours {
+                mark: Some(mark), ..
+            } => marked.push((*mark, table.and_then(|t| t.tablespace.as_deref()))),
+            Ownership::Ours { mark: None, row } => unmarked.push(row),
+            _ => {}
+        }
+    }
+    let mut out: Vec<FoundDataSet> = Vec::new();
+    for (mark, tablespace_now) in &marked {
+        let i = match out.iter().position(|d| d.id == mark.id) {
+            Some(i) => i,
+            None => {
+                out.push(FoundDataSet {
+                    prefix: mark.prefix.to_lowercase(),
+                    id: mark.id.clone(),
+                    schemas: mark.schemas,
+                    schemas_found: 0,
+                    scale_blocks: mark.scale_blocks,
+                    block_size: mark.block_size,
+                    tablespace: mark.tablespace.clone(),
+                    tablespaces_now: Vec::new(),
+                    state: DataSetState::Complete,
+                    bytes: None,
+                    loaded_at: mark.created_at.clone(),
+                    dbio_version: mark.dbio_version.clone(),
+                });
+                out.len() - 1
+            }
+        };
+        let d = &mut out[i];
+        d.schemas_found += 1;
+        if mark.state != LoadState::Complete {
+            d.state = DataSetState::Loading;
+        }
+        if let Some(t) = tablespace_now
+            && !d.tablespaces_now.iter().any(|n| n == t)
+        {
+            d.tablespaces_now.push(t.to_string());
+        }
+    }
+    for row in unmarked {
+        if let Some(d) = out.iter_mut().find(|d| d.id == row.data_set_id) {
+            d.schemas_found += 1;
+            d.state = DataSetState::Loading;
+        }
+    }
+    for d in &mut out {
+        if d.schemas_found < d.schemas && d.state == DataSetState::Complete {
+            d.state = DataSetState::Partial;
+        }
+    }
+    out.sort_by(|a, b| a.prefix.cmp(&b.prefix).then(a.loaded_at.cmp(&b.loaded_at)));
+    out
+}
+
 /// The generated password of a schema user: 24 characters from upper and lower case letters,
 /// digits and `#`, `_`, with at least two of each kind and a letter first, so Oracle's
 /// password verify functions (ora12c_verify_function, ora12c_strong_verify_function) and
@@ -712,6 +812,154 @@ mod tests {
             Ownership::Legacy
         );
         assert_eq!(ownership("USER1", None, None, None), Ownership::Absent);
+    }
+
+    /// What the admin's session reads for one schema user dbio made: its catalog row, its
+    /// ALL_USERS row and its CF1 (tablespace DATA) with `mark`'s comment.
+    fn recorded(m: &SchemaMark, user_id: i64) -> (CatalogRow, UserRow, TableRow) {
+        let name = user_name(&m.prefix, m.schema);
+        (
+            CatalogRow {
+                username: name.clone(),
+                data_set_id: m.id.clone(),
+                user_id: Some(user_id),
+                ..row(&m.prefix, m.schema)
+            },
+            user(&name, user_id, "2026-01-01T10:00:01"),
+            TableRow {
+                owner: name,
+                tablespace: Some("DATA".into()),
+                comment: Some(m.to_comment()),
+            },
+        )
+    }
+
+    fn listed(
+        schemas: &[(CatalogRow, UserRow, TableRow)],
+    ) -> Vec<dbio_core::discover::FoundDataSet> {
+        let rows: Vec<CatalogRow> = schemas.iter().map(|s| s.0.clone()).collect();
+        let users: Vec<UserRow> = schemas.iter().map(|s| s.1.clone()).collect();
+        let tables: Vec<TableRow> = schemas.iter().map(|s| s.2.clone()).collect();
+        data_sets(&rows, &users, &tables)
+    }
+
+    #[test]
+    fn the_catalog_rows_read_as_data_sets_in_postgresqls_shape() {
+        use dbio_core::discover::{DataSetAsk, DataSetState, FoundDataSet, pick};
+        // TS: 3 schemas of 4000 blocks; TS2: 1 schema, whose user TS21 is not schema 21 of TS.
+        let ts2 = SchemaMark {
+            id: "fedcba9876543210fedcba9876543210".into(),
+            schemas: 1,
+            scale_blocks: 500,
+            block_size: 16384,
+            created_at: "2026-02-01T00:00:00Z".into(),
+            ..mark("ts2", 1)
+        };
+        let schemas = vec![
+            recorded(&mark("ts", 1), 101),
+            recorded(&mark("ts", 2), 102),
+            recorded(&mark("ts", 3), 103),
+            recorded(&ts2, 104),
+        ];
+        let found = listed(&schemas);
+        assert_eq!(
+            found,
+            vec![
+                FoundDataSet {
+                    prefix: "ts".into(),
+                    id: "0123456789abcdef0123456789abcdef".into(),
+                    schemas: 3,
+                    schemas_found: 3,
+                    scale_blocks: 4000,
+                    block_size: 8192,
+                    tablespace: Some("DATA".into()),
+                    tablespaces_now: vec!["DATA".into()],
+                    state: DataSetState::Complete,
+                    bytes: None,
+                    loaded_at: "2026-01-01T00:00:00Z".into(),
+                    dbio_version: env!("CARGO_PKG_VERSION").into(),
+                },
+                FoundDataSet {
+                    prefix: "ts2".into(),
+                    id: "fedcba9876543210fedcba9876543210".into(),
+                    schemas: 1,
+                    schemas_found: 1,
+                    scale_blocks: 500,
+                    block_size: 16384,
+                    tablespace: Some("DATA".into()),
+                    tablespaces_now: vec!["DATA".into()],
+                    state: DataSetState::Complete,
+                    bytes: None,
+                    loaded_at: "2026-02-01T00:00:00Z".into(),
+                    dbio_version: env!("CARGO_PKG_VERSION").into(),
+                },
+            ]
+        );
+        // Core's discovery takes them as it takes PostgreSQL's: `--prefix ts2` (the config's
+        // lower case) finds TS2's one schema of 500 blocks.
+        let ask = DataSetAsk {
+            prefix: "ts2".into(),
+            schemas: None,
+            scale: None,
+        };
+        let picked = pick(&ask, &found).expect("one data set of prefix ts2");
+        assert_eq!(picked.map(|d| (d.schemas, d.scale_blocks)), Some((1, 500)));
+    }
+
+    #[test]
+    fn an_unfinished_or_broken_data_set_is_loading_or_partial() {
+        use dbio_core::discover::DataSetState;
+        let states = |schemas: &[(CatalogRow, UserRow, TableRow)]| {
+            listed(schemas)
+                .iter()
+                .map(|d| (d.prefix.clone(), d.schemas_found, d.state))
+                .collect::<Vec<_>>()
+        };
+        let whole = || {
+            vec![
+                recorded(&mark("ts", 1), 101),
+                recorded(&mark("ts", 2), 102),
+                recorded(&mark("ts", 3), 103),
+            ]
+        };
+        // A schema still marked loading.
+        let mut s = whole();
+        s[2] = recorded(&mark("ts", 3).with_state(LoadState::Loading), 103);
+        assert_eq!(states(&s), [("ts".into(), 3, DataSetState::Loading)]);
+        // A user created whose load has not marked CF1 yet: dbio's, and loading.
+        let mut s = whole();
+        s[2].2.comment = None;
+        assert_eq!(states(&s), [("ts".into(), 3, DataSetState::Loading)]);
+        // Its user dropped outside dbio (a stale row): two of three.
+        let mut s = whole();
+        s[2].1.username = "SOMEONE".into();
+        assert_eq!(states(&s), [("ts".into(), 2, DataSetState::Partial)]);
+        // Dropped and created again by someone else (another USER_ID): not the data set's.
+        let mut s = whole();
+        s[1].1.user_id = 999;
+        assert_eq!(states(&s), [("ts".into(), 2, DataSetState::Partial)]);
+        // No user of the data set has a mark yet: its scale is in no record, so it is left out.
+        let mut s = whole();
+        for schema in &mut s {
+            schema.2.comment = None;
+        }
+        assert!(listed(&s).is_empty());
+        // A user recorded by two admins' catalogs counts once.
+        let s = whole();
+        let mut rows: Vec<CatalogRow> = s.iter().map(|x| x.0.clone()).collect();
+        rows.push(CatalogRow {
+            owner: "ADMIN2".into(),
+            ..rows[0].clone()
+        });
+        let users: Vec<UserRow> = s.iter().map(|x| x.1.clone()).collect();
+        let tables: Vec<TableRow> = s.iter().map(|x| x.2.clone()).collect();
+        let once = data_sets(&rows, &users, &tables);
+        assert_eq!(
+            once.iter()
+                .map(|d| (d.schemas_found, d.state))
+                .collect::<Vec<_>>(),
+            [(3, DataSetState::Complete)]
+        );
     }
 
     #[test]

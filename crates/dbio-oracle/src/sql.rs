@@ -229,6 +229,29 @@ pub fn catalog_rows(owner: &str, prefix: Option<&str>) -> Stmt {
     }
 }
 
+/// The users a catalog records, as ALL_USERS has them (`dbio list`): one query for all.
+pub fn catalog_users(owner: &str) -> Stmt {
+    Stmt::plain(format!(
+        "SELECT u.username, u.user_id, TO_CHAR(u.created, 'YYYY-MM-DD\"T\"HH24:MI:SS') FROM all_users u \
+         WHERE u.username IN (SELECT d.username FROM {} d) ORDER BY u.username",
+        catalog_table(owner)
+    ))
+}
+
+/// The CF1 of every user a catalog records, with the tablespace it is in now and its comment
+/// (dbio's mark), by exact table name (`dbio list`): one query for all.
+pub fn catalog_tables(owner: &str) -> Stmt {
+    Stmt::with(
+        format!(
+            "SELECT t.owner, t.tablespace_name, c.comments FROM all_tables t LEFT JOIN all_tab_comments c \
+             ON c.owner = t.owner AND c.table_name = t.table_name WHERE t.table_name = :table_name \
+             AND t.owner IN (SELECT d.username FROM {} d) ORDER BY t.owner",
+            catalog_table(owner)
+        ),
+        vec![("table_name", text(TABLE))],
+    )
+}
+
 /// The catalog row of one user, exact.
 pub fn catalog_row(owner: &str, user: &str) -> Stmt {
     Stmt::with(
@@ -993,6 +1016,8 @@ pub(crate) mod tests {
             ("catalog_rows all", catalog_rows("SYSTEM", None)),
             ("catalog_rows prefix", catalog_rows("SYSTEM", Some("ts"))),
             ("catalog_row", catalog_row("SYSTEM", u)),
+            ("catalog_users", catalog_users("SYSTEM")),
+            ("catalog_tables", catalog_tables("SYSTEM")),
             (
                 "record_intent",
                 record_intent("SYSTEM", u, "abc", "user", 1, Some("pw")),
@@ -1462,6 +1487,24 @@ pub(crate) mod tests {
             user_row("TS21").binds,
             [("username", Value::Text("TS21".into()))]
         );
+        // `dbio list` reads the users and CF1s the catalog records, by exact name.
+        assert!(
+            catalog_users("SYSTEM").text.contains(
+                "WHERE u.username IN (SELECT d.username FROM \"SYSTEM\".DBIO_DATA_SETS d)"
+            ),
+            "{}",
+            catalog_users("SYSTEM").text
+        );
+        let t = catalog_tables("SYSTEM");
+        assert!(
+            t.text.contains("WHERE t.table_name = :table_name")
+                && t.text.contains(
+                    "AND t.owner IN (SELECT d.username FROM \"SYSTEM\".DBIO_DATA_SETS d)"
+                ),
+            "{}",
+            t.text
+        );
+        assert_eq!(t.binds, [("table_name", Value::Text("CF1".into()))]);
     }
 
     #[test]

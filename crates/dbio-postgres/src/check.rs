@@ -89,7 +89,7 @@ async fn check_schema(
             Ok(()) => c
                 .facts
                 .push(format!("keys in random order (correlation {corr:.2})")),
-            Err(e) => c.problems.push(e),
+            Err(e) => c.problems.push(e.to_string()),
         }
     }
 
@@ -148,7 +148,7 @@ async fn check_schema(
             sql::INDEX,
             nodes.join(" > ")
         )),
-        Err(why) => c.problems.push(why),
+        Err(why) => c.problems.push(why.to_string()),
     }
     Ok(c)
 }

@@ -102,19 +102,34 @@ impl SessionAttrs {
         }
     }
 
-    /// Whether a server in this state fits; the reason when it does not (libpq's words).
-    pub fn check(self, in_recovery: bool, read_only: bool) -> std::result::Result<(), String> {
+    /// Whether a server in this state fits; the reason when it does not.
+    pub fn check(
+        self,
+        in_recovery: bool,
+        read_only: bool,
+    ) -> std::result::Result<(), AttrsMismatch> {
         match self {
             SessionAttrs::Any | SessionAttrs::PreferStandby => Ok(()),
-            SessionAttrs::ReadWrite if read_only => Err("session is read-only".into()),
-            SessionAttrs::ReadOnly if !read_only => Err("session is not read-only".into()),
-            SessionAttrs::Primary if in_recovery => Err("server is in hot standby mode".into()),
-            SessionAttrs::Standby if !in_recovery => {
-                Err("server is not in hot standby mode".into())
-            }
+            SessionAttrs::ReadWrite if read_only => Err(AttrsMismatch::ReadOnly),
+            SessionAttrs::ReadOnly if !read_only => Err(AttrsMismatch::NotReadOnly),
+            SessionAttrs::Primary if in_recovery => Err(AttrsMismatch::HotStandby),
+            SessionAttrs::Standby if !in_recovery => Err(AttrsMismatch::NotHotStandby),
             _ => Ok(()),
         }
     }
+}
+
+/// Why a server does not fit target_session_attrs, in libpq's words (fe-connect.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AttrsMismatch {
+    #[error("session is read-only")]
+    ReadOnly,
+    #[error("session is not read-only")]
+    NotReadOnly,
+    #[error("server is in hot standby mode")]
+    HotStandby,
+    #[error("server is not in hot standby mode")]
+    NotHotStandby,
 }
 
 /// TCP keepalive and TCP_USER_TIMEOUT of every TCP connection. Where the DSN says nothing,
@@ -586,7 +601,12 @@ impl Target {
                 if *attrs != SessionAttrs::Any {
                     let row = client.query_one(sql::SESSION_STATE, &[]).await;
                     let fits = match &row {
-                        Ok(r) => attrs.check(r.get::<_, bool>(0), r.get::<_, String>(1) == "on"),
+                        Ok(r) => match (r.try_get::<_, bool>(0), r.try_get::<_, String>(1)) {
+                            (Ok(recovery), Ok(ro)) => {
+                                attrs.check(recovery, ro == "on").map_err(|m| m.to_string())
+                            }
+                            _ => Err("cannot read the server's state".into()),
+                        },
                         Err(e) => Err(source_chain(e)),
                     };
                     if let Err(why) = fits {
@@ -726,7 +746,9 @@ impl Target {
                 if *attrs != SessionAttrs::Any {
                     let fits = match client.query_one(sql::SESSION_STATE, &[]) {
                         Ok(r) => match (r.try_get::<_, bool>(0), r.try_get::<_, String>(1)) {
-                            (Ok(recovery), Ok(ro)) => attrs.check(recovery, ro == "on"),
+                            (Ok(recovery), Ok(ro)) => {
+                                attrs.check(recovery, ro == "on").map_err(|m| m.to_string())
+                            }
                             _ => Err("cannot read the server's state".into()),
                         },
                         Err(e) => Err(source_chain(&e)),
@@ -1265,6 +1287,16 @@ mod tests {
         assert!(SessionAttrs::ReadOnly.check(false, true).is_ok());
         assert!(SessionAttrs::Primary.check(true, true).is_err());
         assert!(SessionAttrs::Standby.check(true, true).is_ok());
+        assert_eq!(
+            SessionAttrs::ReadWrite.check(false, true),
+            Err(AttrsMismatch::ReadOnly)
+        );
+        assert_eq!(
+            SessionAttrs::Standby
+                .check(false, false)
+                .map_err(|m| m.to_string()),
+            Err("server is not in hot standby mode".to_string())
+        );
         assert_eq!(
             SessionAttrs::PreferStandby.passes(),
             [SessionAttrs::Standby, SessionAttrs::Any]

@@ -207,8 +207,8 @@ pub async fn teardown(
     for d in plan.schemas {
         let dropped = drop_schema(&mut client, &d, drop_dependents).await?;
         match dropped {
-            Ok(()) => outcome.dropped.push(d.schema),
-            Err(detail) => outcome.kept.push(Droppable {
+            SchemaDropped::Dropped => outcome.dropped.push(d.schema),
+            SchemaDropped::KeptFor(detail) => outcome.kept.push(Droppable {
                 foreign_objects: if d.foreign_objects.is_empty() {
                     vec![detail]
                 } else {
@@ -221,13 +221,16 @@ pub async fn teardown(
     Ok(outcome)
 }
 
+/// What became of one schema whose table dbio dropped.
+enum SchemaDropped {
+    Dropped,
+    /// The schema stays, unmarked, for the objects it still holds (named).
+    KeptFor(String),
+}
+
 /// One schema in one transaction: dbio's table, then the schema, or (when the schema still
-/// holds the user's objects) its mark. `Ok(Err(why))`: the schema stays, unmarked.
-async fn drop_schema(
-    client: &mut Client,
-    d: &Droppable,
-    cascade: bool,
-) -> Result<std::result::Result<(), String>> {
+/// holds the user's objects) its mark.
+async fn drop_schema(client: &mut Client, d: &Droppable, cascade: bool) -> Result<SchemaDropped> {
     let ctx = |what: &str| format!("{what} {}", d.schema);
     let mut tx = client
         .transaction()
@@ -274,5 +277,5 @@ async fn drop_schema(
     tx.commit()
         .await
         .map_err(|e| PgError::from_db(ctx("committing the teardown of"), &e))?;
-    Ok(kept.map_or(Ok(()), Err))
+    Ok(kept.map_or(SchemaDropped::Dropped, SchemaDropped::KeptFor))
 }

@@ -50,16 +50,28 @@ pub const MAX_KEY_CORRELATION: f64 = 0.5;
 
 /// Refuses keys in (or near) their physical order: `correlation` is pg_stats's, or the
 /// exact one over the whole table; `how` names which.
-pub fn judge_order(correlation: f64, how: &str) -> std::result::Result<(), String> {
+pub fn judge_order(correlation: f64, how: &str) -> std::result::Result<(), KeysInOrder> {
     if correlation.abs() <= MAX_KEY_CORRELATION {
         return Ok(());
     }
-    Err(format!(
-        "its keys are in their physical order (correlation of custid with the block order {correlation:.2}, {how}; \
-         a SLOB data set's is near 0): a range of keys reads neighbouring blocks, which read-ahead and the device merge, \
-         so the run would not measure random reads. It was reordered outside dbio (CLUSTER, VACUUM FULL after an \
-         ordered copy); rebuild it with `dbio setup --force`"
-    ))
+    Err(KeysInOrder {
+        correlation,
+        how: how.to_string(),
+    })
+}
+
+/// A table whose keys are in (or near) their physical order: `correlation` of custid with
+/// the block order, measured as `how` says.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "its keys are in their physical order (correlation of custid with the block order {correlation:.2}, {how}; \
+     a SLOB data set's is near 0): a range of keys reads neighbouring blocks, which read-ahead and the device merge, \
+     so the run would not measure random reads. It was reordered outside dbio (CLUSTER, VACUUM FULL after an \
+     ordered copy); rebuild it with `dbio setup --force`"
+)]
+pub struct KeysInOrder {
+    pub correlation: f64,
+    pub how: String,
 }
 
 /// pg_stats.correlation of `schema`.cf1.custid (from the last ANALYZE); None without
@@ -161,7 +173,7 @@ pub async fn data_set(
         }
         if let Some(c) = key_correlation(client, name).await? {
             judge_order(c, "pg_stats.correlation, from the last ANALYZE")
-                .map_err(|e| refuse(name, e))?;
+                .map_err(|e| refuse(name, e.to_string()))?;
         }
         tables.push(facts);
     }
@@ -335,15 +347,50 @@ fn judge_plan(
     path: ReadPath,
     scan: Option<&str>,
     uses_index: bool,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), PlanMismatch> {
     match scan {
         Some(s) if s == path.scan_node() && uses_index => Ok(()),
-        Some(s) if s == path.scan_node() => {
-            Err(format!("its {s} does not use dbio's index {}", sql::INDEX))
-        }
-        Some(s) => Err(format!("it reads the table with a {s}")),
-        None => Err("no node of it reads table cf1".into()),
+        Some(s) if s == path.scan_node() => Err(PlanMismatch::OtherIndex(s.to_string())),
+        Some(s) => Err(PlanMismatch::OtherScan(s.to_string())),
+        None => Err(PlanMismatch::NoScan),
     }
+}
+
+/// How a reader's plan differs from the read path asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanMismatch {
+    /// The scan asked for, over another index than dbio's.
+    #[error("its {0} does not use dbio's index {index}", index = sql::INDEX)]
+    OtherIndex(String),
+    /// Another scan than the one asked for.
+    #[error("it reads the table with a {0}")]
+    OtherScan(String),
+    #[error("no node of it reads table cf1")]
+    NoScan,
+}
+
+/// The reader's plan on a schema is not the read path asked for: the plan, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the reader's plan on {schema}.cf1 is `{}` (the generic plan of the prepared read, EXPLAIN EXECUTE): {why}, \
+     not the {} that run.read_path {} asks for. Look for enable_indexscan, enable_bitmapscan, enable_seqscan or \
+     random_page_cost in the DSN's options and in ALTER ROLE/DATABASE ... SET, then ANALYZE {}.cf1; or choose \
+     the other path (--read-path {})",
+    nodes.join(" > "),
+    path.scan_node(),
+    path.as_str(),
+    sql::quote_ident(schema),
+    match path {
+        ReadPath::Index => "bitmap",
+        ReadPath::Bitmap => "index",
+    }
+)]
+pub struct PlanRefused {
+    pub schema: String,
+    /// The plan's nodes, outermost first.
+    pub nodes: Vec<String>,
+    pub path: ReadPath,
+    pub why: PlanMismatch,
 }
 
 /// The generic plan of the sessions' read on `schema`.cf1 (prepared as they prepare it,
@@ -354,7 +401,7 @@ pub async fn read_plan(
     schema: &str,
     path: ReadPath,
     work_unit: u64,
-) -> Result<std::result::Result<(Vec<String>, String), String>> {
+) -> Result<std::result::Result<(Vec<String>, String), PlanRefused>> {
     let what = format!("explaining the read of {schema}.cf1");
     client
         .batch_execute(&sql::prepare_verify_read(schema, path))
@@ -382,20 +429,12 @@ pub async fn read_plan(
     let (nodes, scan, uses_index) = plan_nodes(&json);
     Ok(match judge_plan(path, scan.as_deref(), uses_index) {
         Ok(()) => Ok((nodes, scan.unwrap_or_default())),
-        Err(why) => Err(format!(
-            "the reader's plan on {schema}.cf1 is `{}` (the generic plan of the prepared read, EXPLAIN EXECUTE): {why}, \
-             not the {} that run.read_path {} asks for. Look for enable_indexscan, enable_bitmapscan, enable_seqscan or \
-             random_page_cost in the DSN's options and in ALTER ROLE/DATABASE ... SET, then ANALYZE {}.cf1; or choose \
-             the other path (--read-path {})",
-            nodes.join(" > "),
-            path.scan_node(),
-            path.as_str(),
-            sql::quote_ident(schema),
-            match path {
-                ReadPath::Index => "bitmap",
-                ReadPath::Bitmap => "index",
-            }
-        )),
+        Err(why) => Err(PlanRefused {
+            schema: schema.to_string(),
+            nodes,
+            path,
+            why,
+        }),
     })
 }
 
@@ -409,7 +448,7 @@ async fn verify_plan(
     for schema in used {
         let plan = read_plan(client, schema, path, work_unit)
             .await?
-            .map_err(PgError::Usage)?;
+            .map_err(|e| PgError::Usage(e.to_string()))?;
         if shown.is_none() {
             shown = Some(plan);
         }
@@ -545,7 +584,7 @@ mod tests {
             Ok(())
         );
         let e = judge_plan(ReadPath::Bitmap, index.1.as_deref(), index.2).unwrap_err();
-        assert!(e.contains("Index Scan"), "{e}");
+        assert!(e.to_string().contains("Index Scan"), "{e}");
 
         let bitmap = plan(
             r#"[{"Plan": {"Node Type": "Aggregate", "Plans": [{"Node Type": "Bitmap Heap Scan",
@@ -566,7 +605,7 @@ mod tests {
             r#"[{"Plan": {"Node Type": "Aggregate", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "cf1"}]}}]"#,
         );
         let e = judge_plan(ReadPath::Index, seq.1.as_deref(), seq.2).unwrap_err();
-        assert!(e.contains("Seq Scan"), "{e}");
+        assert!(e.to_string().contains("Seq Scan"), "{e}");
         // Another index of the user's on the key is not dbio's read.
         let other = plan(
             r#"[{"Plan": {"Node Type": "Index Scan", "Index Name": "mine", "Relation Name": "cf1"}}]"#,
@@ -574,6 +613,7 @@ mod tests {
         assert!(
             judge_plan(ReadPath::Index, other.1.as_deref(), other.2)
                 .unwrap_err()
+                .to_string()
                 .contains("i_cf1")
         );
         assert!(judge_plan(ReadPath::Index, None, false).is_err());

@@ -33,12 +33,10 @@ pub(super) async fn capacity_cmd(
         ));
     }
     let db = Db::pick(&config, common)?;
-    if let Db::Postgres(targets) = &db
-        && let Some(first) = targets.first()
-    {
-        let ask = data_ask(common, data, &config)?;
-        discover(&mut config, &ask, first, quiet).await?;
-    }
+    // The data set is read from dbio's marks on the (first) target, whichever the engine;
+    // every target's preflight then verifies it holds the same.
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &db, quiet).await?;
     let bar = ProgressBar::with_draw_target(
         Some(1),
         if std::io::stderr().is_terminal() && !quiet {

@@ -13,13 +13,9 @@ pub(super) async fn check_cmd(
 ) -> Result<u8, Failure> {
     let mut config = load_config(common, data)?;
     let db = Db::pick_one(&config, common)?;
-    // The data set is read from dbio's marks (PostgreSQL's), as a run reads it.
-    if let Db::Postgres(targets) = &db
-        && let Some(first) = targets.first()
-    {
-        let ask = data_ask(common, data, &config)?;
-        discover(&mut config, &ask, first, quiet).await?;
-    }
+    // The data set is read from dbio's marks, whichever the engine, as a run reads it.
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &db, quiet).await?;
     let report = db.check(&config).await?;
     out!("{}", report.render_text());
     Ok(if report.ok() { 0 } else { 1 })

@@ -8,12 +8,13 @@ use dbio_core::backend::{DataSet, data_set_plan};
 use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
 use dbio_core::config::Database;
 use dbio_core::dataset::{CheckReport, LoadObserver, LoadSummary, NoProgress, SetupAsk};
-use dbio_core::discover::FoundDataSet;
+use dbio_core::discover::{DataSetAsk, FoundDataSet};
 use dbio_core::result::RunResult;
 use dbio_core::teardown::{TeardownPlan, TeardownReport};
 use dbio_oracle::ConnectString;
 use dbio_postgres::{PgBackend, Target};
 
+use super::discover::discover_on;
 use crate::Failure;
 use crate::args::CommonArgs;
 use crate::progress::LoadBars;
@@ -81,6 +82,25 @@ impl Db {
             Db::Postgres(targets) if targets.is_empty() => Ok(Vec::new()),
             Db::Postgres(targets) => list(&mut Db::first_pg(targets, "list")?).await,
             Db::Oracle(admin) => list(&mut crate::oracle::data_set(admin.clone(), config)).await,
+        }
+    }
+
+    /// Fills `config.data` from the marks of the prefix's data set on the (first) target
+    /// (`discover::discover`); the note the user should see, if any.
+    pub(crate) async fn discover(
+        &self,
+        config: &mut Config,
+        ask: &DataSetAsk,
+    ) -> Result<Option<String>, Failure> {
+        match self {
+            Db::Postgres(targets) if targets.is_empty() => Ok(None),
+            Db::Postgres(targets) => {
+                discover_on(&mut Db::first_pg(targets, "read")?, config, ask).await
+            }
+            Db::Oracle(admin) => {
+                let mut backend = crate::oracle::data_set(admin.clone(), config);
+                discover_on(&mut backend, config, ask).await
+            }
         }
     }
 

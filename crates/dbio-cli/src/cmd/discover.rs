@@ -1,12 +1,12 @@
 //! The data set a command takes when no --schemas/--scale is given: the one dbio's marks
-//! describe for the prefix (core's `discover` decides; the backend reads the marks).
+//! describe for the prefix (core's `discover` decides; the backend, PostgreSQL's or
+//! Oracle's, reads the marks).
 
 use dbio_core::Config;
 use dbio_core::backend::DataSet;
 use dbio_core::discover::{self, DataSetAsk};
-use dbio_core::units::SizeSpec;
-use dbio_postgres::{PgBackend, Target};
 
+use super::db::Db;
 use super::interruptible;
 use crate::Failure;
 use crate::args::{CommonArgs, DataArgs};
@@ -56,39 +56,33 @@ pub(super) fn data_ask(
     })
 }
 
-/// Reads the target's data sets and fills `config.data` from the prefix's (schemas, scale,
-/// and the tablespace when none was given); an explicit value that disagrees is an error
-/// naming both. With no data set of the prefix nothing changes, and the ones the target
-/// holds are named on stderr.
+/// Fills `config.data` from the data set dbio's marks describe for the prefix, on the target
+/// `db` names (PostgreSQL: the first of its targets; every target's preflight then verifies
+/// it holds the same): core's `discover` decides, over whichever backend it is. What the
+/// user should know (the data sets the target does hold, or why they could not be read) goes
+/// to stderr unless `quiet`.
 pub(super) async fn discover(
     config: &mut Config,
     ask: &DataSetAsk,
-    target: &Target,
+    db: &Db,
     quiet: bool,
 ) -> Result<(), Failure> {
-    let found = interruptible(
-        PgBackend::new(target.clone()).list(),
-        "reading dbio's data sets",
-    )
-    .await?;
-    match discover::pick(ask, &found)? {
-        Some(d) => {
-            if ask.schemas.is_none() {
-                config.data.schemas = d.schemas;
-            }
-            if ask.scale.is_none() {
-                config.data.scale = SizeSpec::Blocks(d.scale_blocks);
-            }
-            if config.data.tablespace.is_none() {
-                config.data.tablespace = d.tablespace.clone();
-            }
-            config.validate()?;
-        }
-        None => {
-            if !quiet && let Some(note) = discover::others_note(&ask.prefix, &found) {
-                errln!("dbio: note: {note}");
-            }
-        }
+    let note = db.discover(config, ask).await?;
+    if !quiet && let Some(note) = note {
+        errln!("dbio: note: {note}");
     }
     Ok(())
+}
+
+/// Discovery on `backend`'s target, until it ends or Ctrl-C (SIGTERM, SIGHUP).
+pub(super) async fn discover_on<D: DataSet>(
+    backend: &mut D,
+    config: &mut Config,
+    ask: &DataSetAsk,
+) -> Result<Option<String>, Failure> {
+    interruptible(
+        discover::discover(backend, config, ask),
+        "reading dbio's data sets",
+    )
+    .await
 }

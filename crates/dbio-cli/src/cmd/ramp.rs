@@ -30,14 +30,10 @@ pub(super) async fn ramp_cmd(
 ) -> Result<u8, Failure> {
     let mut config = crate::effective::ramp_config(common, data, ramp_args, run)?;
     let db = Db::pick(&config, common)?;
-    // The data set is read from the first target's marks; every target's preflight then
-    // verifies it holds the same.
-    if let Db::Postgres(targets) = &db
-        && let Some(first) = targets.first()
-    {
-        let ask = data_ask(common, data, &config)?;
-        discover(&mut config, &ask, first, quiet).await?;
-    }
+    // The data set is read from dbio's marks on the (first) target, whichever the engine;
+    // every target's preflight then verifies it holds the same.
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &db, quiet).await?;
     let (result, dir) = ramp(&config, &db, quiet, run.format).await?;
     if record.record {
         super::history::record(dir.join("ramp.json"), record, quiet).await?;

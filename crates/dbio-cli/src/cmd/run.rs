@@ -28,14 +28,10 @@ pub(super) async fn run_cmd(
         ..STDERR
     };
     let db = Db::pick(&config, common)?;
-    // The data set is read from the first target's marks; every target's preflight then
-    // verifies it holds the same.
-    if let Db::Postgres(targets) = &db
-        && let Some(first) = targets.first()
-    {
-        let ask = data_ask(common, data, &config)?;
-        discover(&mut config, &ask, first, quiet).await?;
-    }
+    // The data set is read from dbio's marks on the (first) target, whichever the engine;
+    // every target's preflight then verifies it holds the same.
+    let ask = data_ask(common, data, &config)?;
+    discover(&mut config, &ask, &db, quiet).await?;
     let result = run_benchmark(&config, &db, &output).await?;
     if record.record
         && let Some(dir) = &result.config.run.out

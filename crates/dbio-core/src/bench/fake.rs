@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::Config;
 use crate::backend::{
     Backend, BackendError, DataSet, NoLoops, Opened, ServerFacts, WindowCollector, WindowFigures,
     data_set_plan,
@@ -23,6 +22,7 @@ use crate::interrupt::Interrupts;
 use crate::plan::RunPlan;
 use crate::result::{DataSetInfo, Environment};
 use crate::teardown::{ObjectNames, SchemaDrop, TeardownPlan, TeardownReport};
+use crate::{Config, ErrorKind};
 
 /// What the fake calls the data set's objects.
 const NAMES: ObjectNames = ObjectNames {
@@ -68,6 +68,8 @@ pub struct FakeBackend {
     pub live: Arc<AtomicUsize>,
     /// The data set's schemas the fake server holds, by name (setup, check, teardown).
     pub schemas: BTreeMap<String, FakeSchema>,
+    /// What `list` reads of the marks, or the kind of error it fails with.
+    pub marked: Result<Vec<FoundDataSet>, ErrorKind>,
 }
 
 impl FakeBackend {
@@ -81,6 +83,7 @@ impl FakeBackend {
             opened: Arc::default(),
             live: Arc::default(),
             schemas: BTreeMap::new(),
+            marked: Ok(Vec::new()),
         }
     }
 
@@ -147,7 +150,10 @@ impl DataSet for FakeBackend {
     }
 
     async fn list(&mut self) -> Result<Vec<FoundDataSet>, BackendError> {
-        Ok(Vec::new())
+        self.call("list");
+        self.marked
+            .clone()
+            .map_err(|kind| BackendError::new(kind, "fake: the marks cannot be read"))
     }
 
     async fn check(&mut self, config: &Config) -> Result<CheckReport, BackendError> {

@@ -4,7 +4,7 @@
 
 mod capacity;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 mod publish;
 mod ramp;
 mod run;

@@ -738,9 +738,9 @@ impl Config {
                     message: e.to_string(),
                 }
             })?;
-        Self::from_yaml(&text).map_err(|message| CoreError::Config {
+        Self::from_yaml(&text).map_err(|e| CoreError::Config {
             path: path.to_path_buf(),
-            message,
+            message: e.0,
         })
     }
 
@@ -753,12 +753,12 @@ impl Config {
     }
 
     /// Parses YAML text; the error is one line naming the line number and the key.
-    pub fn from_yaml(text: &str) -> Result<Config, String> {
+    pub fn from_yaml(text: &str) -> Result<Config, YamlError> {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let mut c =
-            serde_saphyr::from_str::<Config>(text).map_err(|e| describe_yaml_error(&e, text))?;
+        let mut c = serde_saphyr::from_str::<Config>(text)
+            .map_err(|e| YamlError(describe_yaml_error(&e, text)))?;
         c.totals_from_targets();
         Ok(c)
     }
@@ -1393,6 +1393,20 @@ fn range(key: &str, flag: &str, value: u64, min: u64, max: u64) -> Result<(), Co
     Ok(())
 }
 
+/// Why a config's YAML text could not be read: one line naming the line number and the key
+/// (`line 3: key `scale`: ...`). [`Config::from_file`] puts the file's name in front of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct YamlError(pub String);
+
+/// The message reads as text (`.contains(...)`), as the `String` it replaces did.
+impl std::ops::Deref for YamlError {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Turns a serde-saphyr error into one line: "line 3: key `scale`: <what was wrong>".
 fn describe_yaml_error(e: &serde_saphyr::Error, text: &str) -> String {
     let full = e.to_string();
@@ -1510,10 +1524,12 @@ mod tests {
         assert_eq!(c.run.read_path.scan_node(), "Bitmap Heap Scan");
         assert!(Config::from_yaml("run:\n  read_path: seq\n").is_err());
         let e = Config::from_yaml("engine: oracle\nrun:\n  read_path: bitmap\n")
+            .map_err(|e| e.to_string())
             .and_then(|c| c.validate().map_err(|e| e.to_string()))
             .unwrap_err();
         assert!(e.contains("run.read_path"), "{e}");
         let e = Config::from_yaml("run:\n  run_id: \"a b\"\n")
+            .map_err(|e| e.to_string())
             .and_then(|c| c.validate().map_err(|e| e.to_string()))
             .unwrap_err();
         assert!(e.contains("run.run_id"), "{e}");
@@ -1678,7 +1694,9 @@ mod tests {
             }
             let text: String = text.into_iter().collect();
             let parsed = std::panic::catch_unwind(|| {
-                Config::from_yaml(&text).map(|c| c.validate().map_err(|e| e.to_string()))
+                Config::from_yaml(&text)
+                    .map_err(|e| e.to_string())
+                    .map(|c| c.validate().map_err(|e| e.to_string()))
             });
             match parsed {
                 Err(_) => panic!("config parsing panicked on:\n{text}"),

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::capacity::{CapacityResult, Probe};
+use crate::config::Database;
 use crate::report::chart::{Chart, Figure, Marks, Series, escape};
 use crate::report::csv_field;
 use crate::summary::{RampResult, Stat, StepSummary};
@@ -464,15 +465,30 @@ fn series(
 /// What was measured where, for chart titles: target, tablespace, device.
 pub fn storage_line(r: &RampResult) -> String {
     let mut parts = Vec::new();
+    let oracle = r.config.engine == Database::Oracle;
     if let Some(env) = &r.environment {
         parts.push(format!(
-            "target {} (PostgreSQL {})",
-            env.target, env.server_version
+            "target {} ({} {})",
+            env.target,
+            if oracle { "Oracle" } else { "PostgreSQL" },
+            env.server_version
         ));
     }
+    // Without data.tablespace: PostgreSQL's default, or the one Oracle's preflight resolved
+    // and recorded (the admin's default tablespace).
+    let recorded = r
+        .environment
+        .as_ref()
+        .filter(|_| oracle)
+        .and_then(|e| e.settings.get("tablespace").cloned().flatten());
     parts.push(format!(
         "tablespace {}",
-        r.config.data.tablespace.as_deref().unwrap_or("pg_default")
+        r.config
+            .data
+            .tablespace
+            .clone()
+            .or(recorded)
+            .unwrap_or_else(|| if oracle { "default" } else { "pg_default" }.into())
     ));
     match r.steps.iter().find_map(|s| s.storage.as_deref()) {
         Some(dev) => parts.push(format!("device {dev}")),
@@ -924,6 +940,57 @@ mod tests {
                 .starts_with("r2-w0,2,0,0,1,ok,5.000,2000.0"),
             "{csv}"
         );
+    }
+
+    // Seen: an Oracle ramp's charts and report.html said "(PostgreSQL 19.3.0.0.0 ...)" and
+    // "tablespace pg_default".
+    #[test]
+    fn the_storage_line_names_the_ramps_own_database() {
+        let mut r = RampResult {
+            format: 1,
+            kind: "ramp".into(),
+            label: None,
+            status: RunStatus::Ok,
+            started: chrono::Utc::now(),
+            finished: chrono::Utc::now(),
+            config: Config::default(),
+            environment: None,
+            steps: vec![step(1, &[])],
+            warnings: vec![],
+            capacity: None,
+        };
+        assert_eq!(
+            storage_line(&r),
+            "tablespace pg_default; device unknown (not local, or on tmpfs)"
+        );
+        r.config.engine = Database::Oracle;
+        let mut settings = std::collections::BTreeMap::new();
+        settings.insert("tablespace".to_string(), Some("USERS".to_string()));
+        r.environment = Some(crate::result::Environment {
+            dbio_version: "test".into(),
+            client_host: "test".into(),
+            target: "system@//db/pdb1".into(),
+            pinned_server: None,
+            server_version: "19.3.0.0.0".into(),
+            server_version_num: 0,
+            settings,
+            data_set: crate::result::DataSetInfo {
+                schemas: 1,
+                scale_blocks: 1,
+                block_size: 8192,
+                table_bytes: 8192,
+                schemas_used: vec![],
+                tables: vec![],
+            },
+            session_tls: None,
+            read_path: None,
+        });
+        assert_eq!(
+            storage_line(&r),
+            "target system@//db/pdb1 (Oracle 19.3.0.0.0); tablespace USERS; device unknown (not local, or on tmpfs)"
+        );
+        r.config.data.tablespace = Some("FAST".into());
+        assert!(storage_line(&r).contains("tablespace FAST;"));
     }
 
     // Seen: single-repeat steps printed cv 0.000, a spread that was never measured.

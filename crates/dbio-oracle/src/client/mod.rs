@@ -26,7 +26,7 @@ use crate::sql::{self, Stmt, Value};
 use crate::{ConnectString, OracleError, within};
 
 pub use collect::{Sampler, Samples, awr_report, awr_snapshot, snapshot, statspack};
-pub use records::{PackAndPlan, RunFacts, pack_facts, run_preflight};
+pub use records::{PackAndPlan, RunFacts, data_sets, pack_facts, run_preflight};
 pub use session::{OraSession, open_sessions};
 pub use setup::{check, setup, teardown, teardown_plan};
 

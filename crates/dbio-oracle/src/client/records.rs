@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dbio_core::config::Snapshots;
 use dbio_core::dataset::DataSetPlan;
+use dbio_core::discover::FoundDataSet;
 
 use super::{Breaker, Conn, Result, ServerFacts, env};
 use crate::checks::{self, LoadFacts, RecoveryArea, ResourceLimit, Space};
 use crate::loader::{self, Judged};
-use crate::mark::{self, CatalogRow, CatalogState, Ownership, UserRow};
+use crate::mark::{self, CatalogRow, CatalogState, Ownership, TableRow, UserRow};
 use crate::privileges::{self, Granted};
 use crate::snapshots::{self, Choice, Edition, PackFacts};
 use crate::sql;
@@ -108,6 +109,57 @@ fn row_of(conn: &Conn, cats: &Catalogs, user: &str) -> Result<Option<CatalogRow>
         }
     }
     Ok(None)
+}
+
+/// Every data set dbio's catalogs (those the admin can see) record: their rows, the users
+/// from ALL_USERS and the CF1 marks, three queries per catalog, judged together by
+/// `mark::data_sets`. No catalog: no data set. Changes nothing.
+pub fn data_sets(
+    admin: &super::ConnectString,
+    timeouts: &super::Timeouts,
+    b: &Breaker,
+) -> Result<Vec<FoundDataSet>> {
+    let conn = super::connect(admin, None, timeouts)?;
+    b.register(&conn);
+    let me = conn.query_row::<String>(&sql::session_user(), "reading the session user")?;
+    let cats = catalogs(&conn, &me)?;
+    let (mut rows, mut users, mut tables) = (Vec::new(), Vec::new(), Vec::new());
+    for owner in &cats.owners {
+        for t in conn.query_all::<RowTuple>(
+            Some(b),
+            &sql::catalog_rows(owner, None),
+            &format!("reading {owner}.DBIO_DATA_SETS"),
+        )? {
+            rows.push(catalog_row(owner, t)?);
+        }
+        users.extend(
+            conn.query_all::<(String, i64, String)>(
+                Some(b),
+                &sql::catalog_users(owner),
+                "looking up users (ALL_USERS)",
+            )?
+            .into_iter()
+            .map(|(username, user_id, created)| UserRow {
+                username,
+                user_id,
+                created,
+            }),
+        );
+        tables.extend(
+            conn.query_all::<(String, Option<String>, Option<String>)>(
+                Some(b),
+                &sql::catalog_tables(owner),
+                "reading dbio's marks",
+            )?
+            .into_iter()
+            .map(|(owner, tablespace, comment)| TableRow {
+                owner,
+                tablespace,
+                comment,
+            }),
+        );
+    }
+    Ok(mark::data_sets(&rows, &users, &tables))
 }
 
 /// Judges one user as schema `schema` of `prefix` from its catalog row, ALL_USERS and its

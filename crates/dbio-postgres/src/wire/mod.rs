@@ -85,10 +85,12 @@ impl WireConn {
                 };
                 if *attrs != SessionAttrs::Any {
                     let fits = match conn.simple_row(sql::SESSION_STATE) {
-                        Ok(Some(row)) if row.len() == 2 => attrs.check(
-                            row[0].as_deref() == Some("t"),
-                            row[1].as_deref() == Some("on"),
-                        ),
+                        Ok(Some(row)) if row.len() == 2 => attrs
+                            .check(
+                                row[0].as_deref() == Some("t"),
+                                row[1].as_deref() == Some("on"),
+                            )
+                            .map_err(|m| m.to_string()),
                         Ok(_) => Err("the server did not say whether it is a standby".into()),
                         Err(e) => Err(e.to_string()),
                     };
