@@ -449,8 +449,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ENGINE", value_enum)]
     pub engine: Option<SessionLoopArg>,
     /// How the client loop's sessions map to OS threads: threads (one per session), events
-    /// (an event loop per core over non-blocking sockets) or auto (threads below 32
-    /// sessions, events from 32; threads for run.rate and run.steady/precondition)
+    /// (an event loop per core over non-blocking sockets) or auto (threads below 16
+    /// sessions, events from 16; threads for run.rate and run.steady/precondition)
     /// [config: run.session_engine; default auto]
     #[arg(long, value_name = "ENGINE", value_enum)]
     pub session_engine: Option<SessionEngineArg>,

@@ -12,11 +12,13 @@
 //! key is decrypted with sslpassword and never by a prompt.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use openssl::nid::Nid;
 use openssl::pkey::PKey;
 use openssl::ssl::{
-    ConnectConfiguration, SslConnector, SslMethod, SslRef, SslVerifyMode, SslVersion,
+    ConnectConfiguration, SslConnector, SslContext, SslContextBuilder, SslMethod, SslRef,
+    SslVerifyMode, SslVersion,
 };
 use openssl::x509::store::{X509Lookup, X509StoreBuilder};
 use openssl::x509::verify::X509VerifyFlags;
@@ -152,9 +154,17 @@ pub struct TlsRequest {
 
 /// An OpenSSL client context configured as libpq configures its own, and the per-connection
 /// part (SNI, libpq's host name check).
-#[derive(Clone, Debug)]
+///
+/// The context is built on the first TLS handshake, not when the target is resolved:
+/// OpenSSL's connector loads the system's whole root bundle as it is made (about 45 ms of a
+/// run's CPU here, most of what a run costs beside its operations at one session, issue 34),
+/// and a target whose server declines TLS under sslmode=prefer never needs it. Every file it
+/// names was read and checked when the target was resolved, so a bad one is still an error
+/// before anything connects.
+#[derive(Clone)]
 pub struct Connector {
-    ssl: SslConnector,
+    ssl: Arc<OnceLock<SslConnector>>,
+    recipe: Arc<Recipe>,
     /// verify-full: the certificate must be issued for the host name (libpq's rules).
     check_name: bool,
     /// Verify the chain (verify-ca, verify-full, require with a root certificate file).
@@ -162,23 +172,135 @@ pub struct Connector {
     sni: bool,
 }
 
+/// What the context is made from (the TLS keywords, the sslmode after libpq's upgrades).
+struct Recipe {
+    req: TlsRequest,
+    mode: SslMode,
+    roots: Option<RootCerts>,
+    pg_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the recipe: it holds sslpassword.
+        f.debug_struct("Connector")
+            .field("built", &self.ssl.get().is_some())
+            .field("check_name", &self.check_name)
+            .field("verify", &self.verify)
+            .field("sni", &self.sni)
+            .finish()
+    }
+}
+
 impl Connector {
+    /// The OpenSSL connector, made on first use from the files resolve() already checked.
+    fn ssl(&self) -> std::result::Result<&SslConnector, String> {
+        if let Some(ssl) = self.ssl.get() {
+            return Ok(ssl);
+        }
+        let r = &*self.recipe;
+        let mut b = SslConnector::builder(SslMethod::tls_client())
+            .map_err(|e| format!("cannot set up TLS: {}", openssl_reason(&e)))?;
+        configure_context(
+            &mut b,
+            &r.req,
+            r.mode,
+            r.roots.as_ref(),
+            r.pg_dir.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        // Two threads may race to make it: one wins, the other's is dropped.
+        let _ = self.ssl.set(b.build());
+        self.ssl
+            .get()
+            .ok_or_else(|| "cannot set up TLS: the connector was not kept".to_string())
+    }
+
     /// One connection's TLS session to `host` (the `host` keyword; an IP literal gets no SNI,
     /// as in libpq).
     pub fn configure(&self, host: &str) -> std::result::Result<ConnectConfiguration, String> {
-        let mut ssl = self.ssl.configure().map_err(|e| e.to_string())?;
+        let mut ssl = self.ssl()?.configure().map_err(|e| e.to_string())?;
         apply(&mut ssl, host, self.check_name, self.verify, self.sni)?;
         Ok(ssl)
     }
 
-    /// The same, for tokio-postgres (each connection is configured by [`apply`]).
-    pub fn make_tls_connect(&self) -> postgres_openssl::MakeTlsConnector {
-        let mut make = postgres_openssl::MakeTlsConnector::new(self.ssl.clone());
+    /// The same, for tokio-postgres: the connector is made only when a server accepts TLS
+    /// (each connection is configured by [`apply`]).
+    pub fn make_tls_connect(&self) -> LazyMakeTls {
+        LazyMakeTls(self.clone())
+    }
+
+    /// postgres-openssl's connector over the made context.
+    fn postgres_openssl(&self) -> std::result::Result<postgres_openssl::MakeTlsConnector, String> {
+        let mut make = postgres_openssl::MakeTlsConnector::new(self.ssl()?.clone());
         let (check_name, verify, sni) = (self.check_name, self.verify, self.sni);
         make.set_callback(move |ssl, host| {
             apply(ssl, host, check_name, verify, sni).map_err(|_| openssl::error::ErrorStack::get())
         });
-        make
+        Ok(make)
+    }
+}
+
+/// tokio-postgres's TLS for a target: hands each connection a [`LazyTls`] that makes the
+/// OpenSSL context only if the server says yes to TLS.
+#[derive(Clone, Debug)]
+pub struct LazyMakeTls(Connector);
+
+/// One connection's TLS, made when the handshake starts.
+pub struct LazyTls {
+    connector: Connector,
+    domain: String,
+}
+
+impl<S> tokio_postgres::tls::MakeTlsConnect<S> for LazyMakeTls
+where
+    S: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + std::fmt::Debug
+        + Sync
+        + Send
+        + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type TlsConnect = LazyTls;
+    type Error = std::convert::Infallible;
+
+    fn make_tls_connect(&mut self, domain: &str) -> std::result::Result<LazyTls, Self::Error> {
+        Ok(LazyTls {
+            connector: self.0.clone(),
+            domain: domain.to_string(),
+        })
+    }
+}
+
+impl<S> tokio_postgres::tls::TlsConnect<S> for LazyTls
+where
+    S: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + std::fmt::Debug
+        + Sync
+        + Send
+        + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = std::result::Result<Self::Stream, Self::Error>> + Send,
+        >,
+    >;
+
+    fn connect(self, stream: S) -> Self::Future {
+        let tls = self.connector.postgres_openssl().and_then(|mut make| {
+            tokio_postgres::tls::MakeTlsConnect::<S>::make_tls_connect(&mut make, &self.domain)
+                .map_err(|e| e.to_string())
+        });
+        match tls {
+            Ok(tls) => tokio_postgres::tls::TlsConnect::connect(tls, stream),
+            Err(e) => Box::pin(std::future::ready(Err(e.into()))),
+        }
     }
 }
 
@@ -331,34 +453,12 @@ impl TlsSettings {
         let usage = |what: &str, e: openssl::error::ErrorStack| {
             PgError::Usage(format!("{what}: {}", openssl_reason(&e)))
         };
-        let mut b = SslConnector::builder(SslMethod::tls_client())
+        // Every file is read and checked now, on a context that does not load the system's
+        // roots; the connector itself is made on the first handshake (`Connector::ssl`).
+        let mut b = SslContext::builder(SslMethod::tls_client())
             .map_err(|e| usage("cannot set up TLS", e))?;
-        let (min, max) = protocol_versions(req)?;
-        b.set_min_proto_version(Some(min))
-            .and_then(|()| b.set_max_proto_version(max))
-            .map_err(|e| usage("TLS protocol versions", e))?;
-        // One read per record instead of two (its 5-byte header, then its body): one
-        // recv(2) fewer per answer on the measured sessions' hot path.
-        b.set_read_ahead(true);
-        let verify = matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull);
-        // Only what sslrootcert names is trusted (the connector's default system paths are
-        // replaced), as libpq loads only that file.
-        let mut store = X509StoreBuilder::new().map_err(|e| usage("cannot set up TLS", e))?;
-        if verify {
-            load_roots(&mut store, roots.as_ref(), mode)?;
-            load_crls(&mut store, req, pg_dir.as_deref())?;
-        }
-        b.set_cert_store(store.build());
+        let client = configure_context(&mut b, req, mode, roots.as_ref(), pg_dir.as_deref())?;
         let cert_mode = req.sslcertmode.as_deref().unwrap_or("allow");
-        let client = match cert_mode {
-            "disable" => false,
-            "allow" | "require" => client_certificate(&mut b, req, pg_dir.as_deref())?,
-            other => {
-                return Err(PgError::Usage(format!(
-                    "invalid sslcertmode value: \"{other}\"; use disable, allow or require"
-                )));
-            }
-        };
         if cert_mode == "require" && !client {
             return Err(PgError::Usage(
                 "sslcertmode=require, but no client certificate was found: name it with sslcert and sslkey".into(),
@@ -375,15 +475,59 @@ impl TlsSettings {
         };
         Ok(TlsSettings {
             mode,
-            roots,
+            roots: roots.clone(),
             channel_binding,
             connector: Some(Connector {
-                ssl: b.build(),
+                ssl: Arc::new(OnceLock::new()),
                 check_name: mode == SslMode::VerifyFull,
-                verify,
+                verify: matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull),
                 sni,
+                recipe: Arc::new(Recipe {
+                    req: req.clone(),
+                    mode,
+                    roots,
+                    pg_dir,
+                }),
             }),
         })
+    }
+}
+
+/// libpq's context settings: protocol versions, read-ahead, the roots and CRLs a verifying
+/// mode trusts (only what sslrootcert names), the client certificate. True when a client
+/// certificate was set.
+fn configure_context(
+    b: &mut SslContextBuilder,
+    req: &TlsRequest,
+    mode: SslMode,
+    roots: Option<&RootCerts>,
+    pg_dir: Option<&Path>,
+) -> Result<bool> {
+    let usage = |what: &str, e: openssl::error::ErrorStack| {
+        PgError::Usage(format!("{what}: {}", openssl_reason(&e)))
+    };
+    let (min, max) = protocol_versions(req)?;
+    b.set_min_proto_version(Some(min))
+        .and_then(|()| b.set_max_proto_version(max))
+        .map_err(|e| usage("TLS protocol versions", e))?;
+    // One read per record instead of two (its 5-byte header, then its body): one
+    // recv(2) fewer per answer on the measured sessions' hot path.
+    b.set_read_ahead(true);
+    let verify = matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull);
+    // Only what sslrootcert names is trusted (the connector's default system paths are
+    // replaced), as libpq loads only that file.
+    let mut store = X509StoreBuilder::new().map_err(|e| usage("cannot set up TLS", e))?;
+    if verify {
+        load_roots(&mut store, roots, mode)?;
+        load_crls(&mut store, req, pg_dir)?;
+    }
+    b.set_cert_store(store.build());
+    match req.sslcertmode.as_deref().unwrap_or("allow") {
+        "disable" => Ok(false),
+        "allow" | "require" => client_certificate(b, req, pg_dir),
+        other => Err(PgError::Usage(format!(
+            "invalid sslcertmode value: \"{other}\"; use disable, allow or require"
+        ))),
     }
 }
 
@@ -534,7 +678,7 @@ fn load_crls(store: &mut X509StoreBuilder, req: &TlsRequest, pg_dir: Option<&Pat
 /// decrypted with sslpassword; without it, the decryption fails as libpq's does (never a
 /// prompt). True when a certificate was set.
 fn client_certificate(
-    b: &mut openssl::ssl::SslConnectorBuilder,
+    b: &mut SslContextBuilder,
     req: &TlsRequest,
     pg_dir: Option<&Path>,
 ) -> Result<bool> {
@@ -758,6 +902,25 @@ mod tests {
         assert!(e.to_string().contains("root.crt"), "{e}");
         std::fs::remove_file(pg.join("root.crt")).unwrap();
         assert_eq!(TlsSettings::resolve(&r).unwrap().mode, SslMode::Require);
+    }
+
+    #[test]
+    fn the_connector_is_made_on_the_first_handshake_and_shared_by_its_clones() {
+        // Resolving checks the files but does not load OpenSSL's root bundle: a run whose
+        // server declines TLS under sslmode=prefer never pays for it (issue 34).
+        let settings = TlsSettings::resolve(&req(None, None)).unwrap();
+        let connector = settings.connector.expect("prefer may use TLS");
+        let clone = connector.clone();
+        assert!(connector.ssl.get().is_none(), "made before any handshake");
+        let ssl = connector.configure("db.example.com").expect("configured");
+        drop(ssl);
+        assert!(connector.ssl.get().is_some(), "made by the first handshake");
+        assert!(clone.ssl.get().is_some(), "one connector for every clone");
+        // The recipe holds sslpassword: Debug never prints it.
+        let mut r = req(Some("require"), None);
+        r.sslpassword = Some("s3cret".into());
+        let c = TlsSettings::resolve(&r).unwrap().connector.unwrap();
+        assert!(!format!("{c:?}").contains("s3cret"));
     }
 
     #[test]

@@ -76,11 +76,13 @@ pub struct DriveConfig {
 }
 
 /// From this many sessions on, `auto` runs the event engine: the thread engine's client CPU
-/// per operation grows with sessions (issue 34: above pgbench's from 32), the event engine's
-/// does not. Measured twice at 32 sessions, events cost 0.68x and 0.88x the thread engine's
-/// CPU per operation; at 8 and 16 threads were cheaper (docs/BENCHMARKS.md, "Session
-/// engines").
-pub const EVENTS_FROM: usize = 32;
+/// per operation grows with sessions (issue 34: above pgbench's from 16), the event engine's
+/// does not. A thread per session blocks once per operation (1.02 context switches per
+/// operation at every count); at 16 sessions the event engine's two workers block 0.10-0.40
+/// times per operation and cost 0.70-0.85x the thread engine's CPU per operation (11 of 12
+/// interleaved rounds, work units 1 and 64); at 8 the two engines cost the same within noise,
+/// at 4 threads are cheaper (docs/BENCHMARKS.md, "Session engines").
+pub const EVENTS_FROM: usize = 16;
 
 /// The session engine a run used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1153,7 +1155,7 @@ mod tests {
     }
 
     #[test]
-    fn auto_runs_threads_below_32_sessions_and_whenever_events_cannot() {
+    fn auto_runs_threads_below_16_sessions_and_whenever_events_cannot() {
         let of = |n: u32, socket: bool, c: &DriveConfig| {
             let s: Vec<(SessionSpec, Socketed)> = session_specs(n, 0, &["s1".into()], false)
                 .into_iter()
@@ -1162,9 +1164,9 @@ mod tests {
             EngineChoice::of(c, &s, c.steady.is_some())
         };
         let auto = on(SessionEngine::Auto, cfg(WindowSpec::Loops(1), 0));
-        assert_eq!(of(31, true, &auto).engine, SessionEngine::Threads);
-        assert_eq!(of(32, true, &auto).engine, SessionEngine::Events);
-        let socketless = of(32, false, &auto);
+        assert_eq!(of(15, true, &auto).engine, SessionEngine::Threads);
+        assert_eq!(of(16, true, &auto).engine, SessionEngine::Events);
+        let socketless = of(16, false, &auto);
         assert_eq!(socketless.engine, SessionEngine::Threads);
         assert!(socketless.why.contains("no socket"), "{}", socketless.why);
         let mut open_loop = on(SessionEngine::Events, cfg(WindowSpec::Loops(1), 0));
