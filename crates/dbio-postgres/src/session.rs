@@ -14,7 +14,7 @@ pub use crate::wire::{
     CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, TEXT, WireConn,
     WireError,
 };
-use crate::wire::{Step, StepResult};
+pub use crate::wire::{Step, StepResult};
 use postgres_protocol::Oid;
 
 /// How sessions are opened.
