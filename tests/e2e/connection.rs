@@ -211,3 +211,50 @@ fn session_sockets_carry_keepalive_and_cancels_reach_the_connected_server() {
     // The connection is still usable after the cancel.
     assert_eq!(conn.simple("SELECT 1").unwrap().as_deref(), Some("1"));
 }
+
+/// A session opens in one round trip after its logon (issue 34): its steps are answered in
+/// order, each up to its own ReadyForQuery, so a step the server refuses leaves the ones
+/// after it to run, and the connection stays usable.
+#[test]
+fn a_pipelined_step_that_fails_leaves_the_steps_after_it_to_run() {
+    use dbio_postgres::{INT8, Param, Step};
+    let pg = TestCluster::start(16);
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        pg.cluster.state.port
+    );
+    let target = dbio_postgres::Target::from_dsn(&dsn).unwrap();
+    let mut conn = match dbio_postgres::WireConn::open(&target, "dbio-reader-1") {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    let statements: [(&str, &str, &[u32]); 1] = [(
+        "sum2",
+        "SELECT count(*)::int8 FROM generate_series($1::int8, $2::int8)",
+        &[INT8, INT8],
+    )];
+    let answers = conn
+        .pipeline(&[
+            Step::Simple("SET statement_timeout = '7s'"),
+            Step::Simple("SELECT * FROM no_such_table"),
+            Step::Prepare(&statements),
+            Step::Simple("SELECT current_setting('statement_timeout'), NULL"),
+        ])
+        .expect("the connection survives a refused step");
+    assert_eq!(answers.len(), 4);
+    assert!(matches!(answers[0], Ok(None)), "a SET returns no row");
+    match &answers[1] {
+        Err(e) => assert_eq!(e.code, "42P01", "{e:?}"),
+        Ok(r) => panic!("a missing table answered {r:?}"),
+    }
+    assert!(matches!(answers[2], Ok(None)), "prepared: {:?}", answers[2]);
+    assert_eq!(
+        answers[3].as_ref().ok().cloned().flatten(),
+        Some(vec![Some("7s".to_string()), None])
+    );
+    // The statement prepared after the refused step runs, on the same connection.
+    let done = conn
+        .execute("sum2", &[Param::Int8(1), Param::Int8(5)])
+        .expect("the prepared statement runs");
+    assert_eq!(done.first_int8, Some(5));
+}

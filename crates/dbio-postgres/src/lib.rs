@@ -58,7 +58,8 @@ pub use scratch::{ScratchCluster, ScratchOptions};
 /// return, for the protocol tests and the client-cost example; runs open sessions through
 /// [`PgBackend`].
 pub use session::{
-    CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, WireConn,
+    CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, Step,
+    StepResult, WireConn,
 };
 /// The reader's statement for a schema, as the measured sessions prepare it.
 pub use sql::read_range;

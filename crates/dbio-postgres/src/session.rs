@@ -14,6 +14,8 @@ pub use crate::wire::{
     CancelHandle, ConnectError, Executed, INT8, Param, ServerError, ShutdownHandle, TEXT, WireConn,
     WireError,
 };
+pub use crate::wire::{Step, StepResult};
+use postgres_protocol::Oid;
 
 /// How sessions are opened.
 #[derive(Debug, Clone, Copy)]
@@ -48,23 +50,36 @@ impl PgSession {
         schema: &str,
         opts: &SessionOptions,
     ) -> Result<PgSession> {
-        let (mut conn, io_timing) =
-            connect(target, application_name, opts.statement_timeout, opts)?;
-        let failed = failure(application_name);
-        // Both in one round trip: at a thousand sessions each round trip of their start
-        // costs the client a wake-up per session (issue 34).
-        conn.prepare_all(&[
-            (READ, &sql::read_range(schema), &[INT8, INT8]),
-            (
-                UPDATE,
-                &sql::update_range(schema, opts.heavy),
-                &[INT8, INT8, TEXT],
-            ),
-        ])
-        .map_err(|e| failed(format!("preparing the read and the update of {schema}"), e))?;
-        // The settings' and prepares' transactions are published now, before the "before"
-        // snapshot, so the window's commits are the operations'.
-        flush_stats(&mut conn, opts.major);
+        let (read, update) = (
+            sql::read_range(schema),
+            sql::update_range(schema, opts.heavy),
+        );
+        let statements: [(&str, &str, &[Oid]); 2] = [
+            (READ, &read, &[INT8, INT8]),
+            (UPDATE, &update, &[INT8, INT8, TEXT]),
+        ];
+        // Both prepares and the statistics flush go with the settings, in one round trip:
+        // at a thousand sessions each round trip of their start costs the client a wake-up
+        // per session (issue 34). The flush publishes the settings' and prepares'
+        // transactions before the "before" snapshot, so the window's commits are the
+        // operations'.
+        let mut then = vec![Step::Prepare(&statements)];
+        if opts.major >= 15 {
+            then.push(Step::Simple(sql::FORCE_FLUSH));
+        }
+        let (conn, io_timing, answers) = connect(
+            target,
+            application_name,
+            opts.statement_timeout,
+            opts,
+            &then,
+        )?;
+        if let Some(Err(e)) = answers.first() {
+            return Err(failure(application_name)(
+                format!("preparing the read and the update of {schema}"),
+                WireError::Server(e.clone()),
+            ));
+        }
         Ok(PgSession {
             conn,
             major: opts.major,
@@ -110,41 +125,49 @@ fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_
 /// Opens a session's connection with its settings: statement_timeout (always, so a role
 /// default does not apply) and no idle timeouts, track_io_timing when the role may set it
 /// (the second value says whether it is on), one generic plan.
+/// Opens a session's connection and sets what every session must have, then runs `then`:
+/// all of it in one round trip after the logon. Returns the connection, whether
+/// track_io_timing is on for it, and the answers of `then`.
 fn connect(
     target: &Target,
     application_name: &str,
     statement_timeout: std::time::Duration,
     opts: &SessionOptions,
-) -> Result<(WireConn, bool)> {
+    then: &[Step<'_>],
+) -> Result<(WireConn, bool, Vec<StepResult>)> {
     let mut conn = WireConn::open(target, application_name)?;
     let failed = failure(application_name);
-    // One round trip for the settings every session must have. One plan for the whole run,
-    // as SLOB's shared cursor: custom plans would re-plan every call and, near the key
-    // range's ends, probe the index from the planner (get_actual_variable_range), adding
-    // index scans that are not the workload's. The read path is the one preflight verified
-    // the plan of (its EXPLAIN ran under the same setting).
+    // The settings every session must have. One plan for the whole run, as SLOB's shared
+    // cursor: custom plans would re-plan every call and, near the key range's ends, probe
+    // the index from the planner (get_actual_variable_range), adding index scans that are
+    // not the workload's. The read path is the one preflight verified the plan of (its
+    // EXPLAIN ran under the same setting).
     let settings = format!(
         "{}; SET plan_cache_mode = force_generic_plan; {}",
         sql::session_settings(statement_timeout.as_millis(), opts.major),
         sql::read_path_settings(opts.read_path)
     );
-    conn.simple(&settings).map_err(|e| {
-        failed(
-            "setting statement_timeout, the idle timeouts, plan_cache_mode and the read path"
-                .into(),
-            e,
-        )
-    })?;
-    // Apart: a role that may not set it must not lose the settings above with it.
-    let io_timing = match conn.simple("SET track_io_timing = on") {
-        Ok(_) => true,
-        Err(_) => conn
-            .simple("SELECT current_setting('track_io_timing')")
-            .ok()
-            .flatten()
-            .is_some_and(|v| v == "on"),
-    };
-    Ok((conn, io_timing))
+    // track_io_timing apart: a role that may not set it must not lose the settings above
+    // with it. What the session then has is read back either way.
+    let mut steps = vec![
+        Step::Simple(&settings),
+        Step::Simple("SET track_io_timing = on"),
+        Step::Simple("SELECT current_setting('track_io_timing')"),
+    ];
+    steps.extend(then.iter().copied());
+    let context = "setting statement_timeout, the idle timeouts, plan_cache_mode and the read path";
+    let mut answers = conn
+        .pipeline(&steps)
+        .map_err(|e| failed(context.into(), e))?;
+    if let Some(Err(e)) = answers.first() {
+        return Err(failed(context.into(), WireError::Server(e.clone())));
+    }
+    let io_timing = matches!(
+        answers.get(2),
+        Some(Ok(Some(row))) if row.first().is_some_and(|v| v.as_deref() == Some("on"))
+    );
+    let then_answers = answers.split_off(answers.len().min(3));
+    Ok((conn, io_timing, then_answers))
 }
 
 /// A session of `run.engine: server`: its loop is a procedure in its own pg_temp schema,
@@ -192,7 +215,7 @@ impl PgLoopSession {
         call: LoopCall,
     ) -> Result<PgLoopSession> {
         let limit = run_time + std::time::Duration::from_secs(60);
-        let (mut conn, io_timing) = connect(target, application_name, limit, opts)?;
+        let (mut conn, io_timing, _) = connect(target, application_name, limit, opts, &[])?;
         // A loop whose client is gone (dbio killed) would run to the end of its call: from
         // PostgreSQL 14 the server polls the socket during the call and ends it within a
         // second. On 13, or where the setting is refused (no POLLRDHUP), the loop runs in

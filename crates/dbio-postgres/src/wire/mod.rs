@@ -49,6 +49,32 @@ pub enum Param<'a> {
     Text(&'a str),
 }
 
+/// One request of a [`WireConn::pipeline`].
+#[derive(Clone, Copy)]
+pub enum Step<'a> {
+    /// A simple query (its statements in one implicit transaction).
+    Simple(&'a str),
+    /// Named statements (name, SQL, parameter types): every Parse, then one Sync.
+    Prepare(&'a [(&'a str, &'a str, &'a [Oid])]),
+}
+
+/// A pipeline step's answer: its first row, or the server's error.
+pub type StepResult = Result<Option<Vec<Option<String>>>, ServerError>;
+
+/// Keeps the columns of the first DataRow of an answer, as text (None for NULL).
+fn keep_first_row(m: &Message, first: &mut Option<Vec<Option<String>>>) {
+    if let Message::DataRow(row) = m
+        && first.is_none()
+    {
+        let mut cols = Vec::new();
+        let mut ranges = row.ranges();
+        while let Ok(Some(r)) = ranges.next() {
+            cols.push(r.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned()));
+        }
+        *first = Some(cols);
+    }
+}
+
 pub struct WireConn {
     stream: Stream,
     rbuf: BytesMut,
@@ -378,19 +404,40 @@ impl WireConn {
         frontend::query(sql, &mut self.wbuf)?;
         self.send()?;
         let mut first: Option<Vec<Option<String>>> = None;
-        self.finish(|m| {
-            if let Message::DataRow(row) = m
-                && first.is_none()
-            {
-                let mut cols = Vec::new();
-                let mut ranges = row.ranges();
-                while let Ok(Some(r)) = ranges.next() {
-                    cols.push(r.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned()));
-                }
-                first = Some(cols);
-            }
-        })?;
+        self.finish(|m| keep_first_row(m, &mut first))?;
         Ok(first)
+    }
+
+    /// Sends every step in one write and reads their answers in order: one round trip for
+    /// what would take one per step (issue 34: at 512 sessions each round trip of their
+    /// start is a wake-up per session). Each step is answered up to its own ReadyForQuery, so
+    /// a step that fails does not stop the ones after it (outside a transaction block). The
+    /// outer error is a connection that can no longer be used; the inner ones are each step's
+    /// own, with its first row's columns as text (None for NULL) when it returned one.
+    pub fn pipeline(&mut self, steps: &[Step<'_>]) -> Result<Vec<StepResult>, WireError> {
+        for step in steps {
+            match step {
+                Step::Simple(sql) => frontend::query(sql, &mut self.wbuf)?,
+                Step::Prepare(statements) => {
+                    for (name, sql, types) in statements.iter() {
+                        frontend::parse(name, sql, types.iter().copied(), &mut self.wbuf)?;
+                    }
+                    frontend::sync(&mut self.wbuf);
+                }
+            }
+        }
+        self.send()?;
+        let mut results = Vec::with_capacity(steps.len());
+        for _ in steps {
+            let mut first: Option<Vec<Option<String>>> = None;
+            let done = self.finish(|m| keep_first_row(m, &mut first));
+            results.push(match done {
+                Ok(()) => Ok(first),
+                Err(WireError::Server(e)) => Err(e),
+                Err(e) => return Err(e),
+            });
+        }
+        Ok(results)
     }
 
     /// Prepares a named statement with these parameter types.
