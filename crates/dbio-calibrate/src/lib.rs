@@ -12,6 +12,7 @@
 //! the psync and io_uring engines, [`model`] the measured points, [`report`] the text and CSV
 //! files.
 
+mod baseline;
 mod engine;
 pub mod model;
 pub mod report;
@@ -24,6 +25,7 @@ use dbio_core::stats::{LatencySummary, encode_histogram};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use baseline::Baseline;
 pub use model::{Calibration, CalibrationStatus, Point};
 
 use engine::{ALIGN, Load, Region};

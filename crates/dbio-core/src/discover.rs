@@ -150,10 +150,9 @@ impl DataSetAsk {
 /// has none ([`others_note`]), or why they could not be read.
 ///
 /// When the schemas and the scale were both given, the marks are a cross-check only: if the
-/// target's data sets cannot be read (a catalog the role may not read, a backend that cannot
-/// list), the command goes on with the values as given, as it did before discovery existed;
-/// the run's preflight verifies the data set itself. An unreachable target and an interrupt
-/// still stop it.
+/// target answered but its data sets could not be read, the command goes on with the values
+/// as given, with a note; the run's preflight verifies the data set itself. An unreachable target, an interrupt and
+/// a usage error (a refused logon or catalog, no client library) still stop it.
 pub async fn discover<D: DataSet>(
     backend: &mut D,
     config: &mut Config,
@@ -161,20 +160,18 @@ pub async fn discover<D: DataSet>(
 ) -> Result<Option<String>, BackendError> {
     let found = match backend.list().await {
         Ok(found) => found,
-        // An unreachable target stops here, as it would stop the command (waiting out a
-        // second connect timeout would only delay the same error), and so does an interrupt.
-        Err(e) if ask.is_complete() && matches!(e.kind, ErrorKind::Failed | ErrorKind::Usage) => {
-            // Usage: the backend cannot be used at all here (no client library, not built
-            // in), which the command says itself, in its own words, without waiting; only a
-            // target that answered is worth a note.
-            return Ok((e.kind == ErrorKind::Failed).then(|| {
-                format!(
-                    "dbio's data sets on the target could not be read ({}); taking {} and {} as given",
-                    e.message,
-                    ask.schemas.as_ref().map_or("", |(_, from)| from.as_str()),
-                    ask.scale.as_ref().map_or("", |(_, from)| from.as_str()),
-                )
-            }));
+        // Only a target that answered and failed to read its marks lets an explicit command
+        // go on, with a note. An unreachable target stops here, as it would stop the command
+        // (waiting out a second connect timeout would only delay the same error), and so do
+        // an interrupt and a usage error: a refused logon (a second one would count against
+        // the account's failed-login limit), a role refused the catalog, no client library.
+        Err(e) if ask.is_complete() && e.kind == ErrorKind::Failed => {
+            return Ok(Some(format!(
+                "dbio's data sets on the target could not be read ({}); taking {} and {} as given",
+                e.message,
+                ask.schemas.as_ref().map_or("", |(_, from)| from.as_str()),
+                ask.scale.as_ref().map_or("", |(_, from)| from.as_str()),
+            )));
         }
         Err(e) => return Err(e),
     };
@@ -413,13 +410,14 @@ mod tests {
             ),
             (3, SizeSpec::Blocks(500), None)
         );
-        // Unusable here (no client library): the run's own preflight says so, once.
-        fake.marked = Err(ErrorKind::Usage);
-        let note = discovered(&mut fake, &mut config, &explicit).await;
-        assert_eq!(note.expect("an explicit run goes on"), None);
         // Unreachable (the run would wait out a second connect timeout for the same error),
-        // or interrupted: it stops.
-        for kind in [ErrorKind::Unreachable, ErrorKind::Interrupted] {
+        // interrupted, or a usage error (a refused logon, a role refused the catalog, no
+        // client library): it stops with that error, once.
+        for kind in [
+            ErrorKind::Unreachable,
+            ErrorKind::Interrupted,
+            ErrorKind::Usage,
+        ] {
             fake.marked = Err(kind);
             let e = discovered(&mut fake, &mut config, &explicit)
                 .await

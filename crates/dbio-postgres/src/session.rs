@@ -123,11 +123,10 @@ fn failure(application_name: &str) -> impl Fn(String, WireError) -> PgError + '_
 }
 
 /// Opens a session's connection with its settings: statement_timeout (always, so a role
-/// default does not apply) and no idle timeouts, track_io_timing when the role may set it
-/// (the second value says whether it is on), one generic plan.
-/// Opens a session's connection and sets what every session must have, then runs `then`:
-/// all of it in one round trip after the logon. Returns the connection, whether
-/// track_io_timing is on for it, and the answers of `then`.
+/// default does not apply) and no idle timeouts, track_io_timing when the role may set it,
+/// one generic plan; then runs `then`, all of it in one round trip after the logon. Returns
+/// the connection, whether track_io_timing is on for it, and the answers of `then` (a
+/// connection lost meanwhile is an error naming the whole setup).
 fn connect(
     target: &Target,
     application_name: &str,
@@ -155,12 +154,19 @@ fn connect(
         Step::Simple("SELECT current_setting('track_io_timing')"),
     ];
     steps.extend(then.iter().copied());
-    let context = "setting statement_timeout, the idle timeouts, plan_cache_mode and the read path";
-    let mut answers = conn
-        .pipeline(&steps)
-        .map_err(|e| failed(context.into(), e))?;
+    let mut answers = conn.pipeline(&steps).map_err(|e| {
+        failed(
+            "setting the session up (its settings, prepared statements and statistics flush)"
+                .into(),
+            e,
+        )
+    })?;
     if let Some(Err(e)) = answers.first() {
-        return Err(failed(context.into(), WireError::Server(e.clone())));
+        return Err(failed(
+            "setting statement_timeout, the idle timeouts, plan_cache_mode and the read path"
+                .into(),
+            WireError::Server(e.clone()),
+        ));
     }
     let io_timing = matches!(
         answers.get(2),

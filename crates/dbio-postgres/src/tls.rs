@@ -156,9 +156,10 @@ pub struct TlsRequest {
 /// part (SNI, libpq's host name check).
 ///
 /// The context is built on the first TLS handshake, not when the target is resolved:
-/// OpenSSL's connector loads the system's whole root bundle as it is made (about 45 ms of a
-/// run's CPU here, most of what a run costs beside its operations at one session, issue 34),
-/// and a target whose server declines TLS under sslmode=prefer never needs it. Every file it
+/// OpenSSL's connector loads the system's whole root bundle as it is made (about 40 ms of
+/// CPU here, half of what a one-session run cost beside its operations, issue 34), only for
+/// dbio to replace it with what sslrootcert names; a target whose server declines TLS under
+/// sslmode=prefer now never pays for it (a TLS run still does, once). Every file the DSN
 /// names was read and checked when the target was resolved, so a bad one is still an error
 /// before anything connects.
 #[derive(Clone)]

@@ -1,11 +1,10 @@
-//! `dbio calibrate`: measure the raw device, write its files; and put a run's database reads
-//! next to the device's at the same load.
+//! `dbio calibrate`: measure the raw device and write its files. A run's database reads are
+//! put next to the device's at the same load by core, through dbio-calibrate's `Baseline`.
 
 use std::path::PathBuf;
 
-use dbio_calibrate::{CalibrateOptions, Calibration};
+use dbio_calibrate::CalibrateOptions;
 use dbio_core::report::chart::{Chart, Series, render_svg};
-use dbio_core::stats::dbstats::CalibrationCompare;
 
 use super::write_results;
 use crate::Failure;
@@ -94,50 +93,4 @@ pub fn calibrate_cmd(
         dbio_calibrate::CalibrationStatus::Interrupted => 1,
     };
     Ok((code, dir))
-}
-
-/// The device's figures at `level` (readers) beside the database's.
-pub fn compare_at(
-    file: &str,
-    c: &Calibration,
-    level: u32,
-    db_read_iops: Option<f64>,
-    db_latency_us: Option<f64>,
-) -> Option<CalibrationCompare> {
-    let p = c.at_level(level)?;
-    let raw_mean = p.small_latency_us.map(|l| l.mean);
-    Some(CalibrationCompare {
-        file: file.to_string(),
-        level: p.level,
-        raw_small_iops: p.small_iops,
-        raw_mean_latency_us: raw_mean,
-        raw_p99_latency_us: p.small_latency_us.map(|l| l.p99),
-        db_read_iops,
-        iops_ratio: db_read_iops
-            .filter(|_| p.small_iops > 0.0)
-            .map(|d| d / p.small_iops),
-        latency_ratio: match (db_latency_us, raw_mean) {
-            (Some(d), Some(r)) if r > 0.0 => Some(d / r),
-            _ => None,
-        },
-        device: device_number(std::path::Path::new(&c.path)),
-        block_bytes: Some(c.block_bytes),
-        write_pct: Some(c.write_pct),
-    })
-}
-
-/// `major:minor` of the device a path is (a block device) or is on (a file), as
-/// /proc/self/mountinfo and /proc/diskstats name it; None when the path cannot be read.
-fn device_number(path: &std::path::Path) -> Option<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let m = std::fs::metadata(path).ok()?;
-    let dev = if m.file_type().is_block_device() {
-        m.rdev()
-    } else {
-        m.dev()
-    };
-    // Linux's dev_t layout (glibc gnu_dev_major / gnu_dev_minor).
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    Some(format!("{major}:{minor}"))
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use dbio_calibrate::Baseline;
 use dbio_core::Config;
 use dbio_core::backend::{DataSet, data_set_plan};
 use dbio_core::bench::{self, Calibrate, Output, RampOutcome, RampProgress};
@@ -182,8 +183,7 @@ impl Db {
         progress: &dyn RampProgress,
     ) -> Result<RampOutcome, Failure> {
         let calibration = load_calibration(config)?;
-        let compare = compare_with(&calibration);
-        let calibrate = calibration.as_ref().map(|_| &compare as Calibrate);
+        let calibrate = calibration.as_ref().map(|b| b as Calibrate);
         match self {
             Db::Postgres(targets) => {
                 let mut backends: Vec<PgBackend> =
@@ -217,8 +217,7 @@ impl Db {
         progress: &dyn RampProgress,
     ) -> Result<RampOutcome, Failure> {
         let calibration = load_calibration(config)?;
-        let compare = compare_with(&calibration);
-        let calibrate = calibration.as_ref().map(|_| &compare as Calibrate);
+        let calibrate = calibration.as_ref().map(|b| b as Calibrate);
         match self {
             Db::Postgres(targets) => {
                 let mut backends: Vec<PgBackend> =
@@ -328,26 +327,9 @@ pub(crate) async fn setup<D: DataSet>(
 }
 
 /// The calibration `run.calibration` names, read once (exit 2 when it cannot be).
-pub(crate) fn load_calibration(
-    config: &Config,
-) -> Result<Option<(String, dbio_calibrate::Calibration)>, Failure> {
+pub(crate) fn load_calibration(config: &Config) -> Result<Option<Baseline>, Failure> {
     match &config.run.calibration {
-        Some(file) => Ok(Some((
-            file.display().to_string(),
-            dbio_calibrate::Calibration::read(file)?,
-        ))),
+        Some(file) => Ok(Some(Baseline::read(file)?)),
         None => Ok(None),
-    }
-}
-
-/// The device's figures at the run's load beside the database's.
-pub(crate) fn compare_with(
-    calibration: &Option<(String, dbio_calibrate::Calibration)>,
-) -> impl Fn(u32, Option<f64>, Option<f64>) -> Option<dbio_core::stats::dbstats::CalibrationCompare>
-+ Sync
-+ '_ {
-    move |readers, iops, latency| {
-        let (file, c) = calibration.as_ref()?;
-        super::calibrate::compare_at(file, c, readers, iops, latency)
     }
 }

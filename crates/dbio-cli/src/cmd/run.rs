@@ -4,7 +4,7 @@ use dbio_core::Config;
 use dbio_core::bench::Calibrate;
 use dbio_core::result::RunResult;
 
-use super::db::{Db, compare_with, load_calibration};
+use super::db::{Db, load_calibration};
 use super::discover::{data_ask, discover};
 use super::output::{STDERR, print_json};
 use super::{RunOutput, exit_code};
@@ -51,11 +51,6 @@ pub(crate) async fn run_benchmark(
     output: &RunOutput<'_>,
 ) -> Result<RunResult, Failure> {
     let calibration = load_calibration(config)?;
-    let compare = compare_with(&calibration);
-    db.run(
-        config,
-        output,
-        calibration.as_ref().map(|_| &compare as Calibrate),
-    )
-    .await
+    db.run(config, output, calibration.as_ref().map(|b| b as Calibrate))
+        .await
 }

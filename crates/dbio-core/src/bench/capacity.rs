@@ -110,7 +110,7 @@ impl StepPlanner for CapacitySearch<'_> {
                     "the answer's sessions (the DB read latency that would give the reads in flight is unknown)".to_string(),
                 ),
             };
-            result.device = calibrate(level.max(1), iops, latency);
+            result.device = calibrate.compare_at(level.max(1), iops, latency);
             result.device_outstanding_basis = result.device.as_ref().map(|_| basis);
         }
         Some(result)

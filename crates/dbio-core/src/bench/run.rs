@@ -15,14 +15,12 @@ use crate::limits::{self, ClientCpu, CpuReading, Limits};
 use crate::output;
 use crate::plan::RunPlan;
 use crate::result::{Environment, RunContext, RunResult, SessionTls, TargetResult};
-use crate::stats::dbstats::CalibrationCompare;
+use crate::stats::dbstats::DeviceBaseline;
 
 use super::publish::{Output, progress_line, publish};
 
-/// Puts a run's database reads beside a calibration's device figures at the same load:
-/// (sessions, DB read IOPS, average read latency µs) -> the comparison.
-pub type Calibrate<'a> =
-    &'a (dyn Fn(u32, Option<f64>, Option<f64>) -> Option<CalibrationCompare> + Sync);
+/// The calibration a run's database reads are put beside (`run.calibration`).
+pub type Calibrate<'a> = &'a dyn DeviceBaseline;
 
 /// Runs `work` until it ends or the first interrupt arrives (then the run fails, exit 1).
 async fn interruptible<T>(
@@ -757,7 +755,7 @@ fn assemble(
         }
         None
     } else {
-        let c = calibrate.and_then(|c| c(r.readers.max(1), db_read_iops, db_latency));
+        let c = calibrate.and_then(|c| c.compare_at(r.readers.max(1), db_read_iops, db_latency));
         let writes = r.writers > 0 || r.update_pct > 0;
         warnings.extend(
             c.as_ref()

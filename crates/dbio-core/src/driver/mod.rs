@@ -75,13 +75,13 @@ pub struct DriveConfig {
     pub session_engine: SessionEngine,
 }
 
-/// From this many sessions on, `auto` runs the event engine: the thread engine's client CPU
-/// per operation grows with sessions (issue 34: above pgbench's from 16), the event engine's
-/// does not. A thread per session blocks once per operation (1.02 context switches per
-/// operation at every count); at 16 sessions the event engine's two workers block 0.10-0.40
-/// times per operation and cost 0.70-0.85x the thread engine's CPU per operation (11 of 12
-/// interleaved rounds, work units 1 and 64); at 8 the two engines cost the same within noise,
-/// at 4 threads are cheaper (docs/BENCHMARKS.md, "Session engines").
+/// From this many sessions on, `auto` runs the event engine. A thread per session blocks
+/// once per operation (1.01-1.05 context switches per operation at every count); the event
+/// engine's two workers block only when none of their sessions has an answer waiting: at 16
+/// sessions 0.19-0.96 times per operation, and its CPU per operation was below the thread
+/// engine's in 12 of 14 interleaved rounds (work units 1 and 64). At 8 sessions each engine
+/// was cheaper in about half the rounds; at 4 threads were cheaper in every round
+/// (docs/BENCHMARKS.md, "The crossover moved to 16 sessions").
 pub const EVENTS_FROM: usize = 16;
 
 /// The session engine a run used, and why.

@@ -471,6 +471,20 @@ impl DbMetrics {
     }
 }
 
+/// A device's own figures (`dbio calibrate`) that a run's database reads are put beside at
+/// the same load. dbio-calibrate implements it; core asks it once per run.
+pub trait DeviceBaseline: Sync {
+    /// The device's figures at `sessions` outstanding I/Os (or the nearest level below)
+    /// beside the database's read IOPS and average read latency (µs); None when the
+    /// calibration has no such level.
+    fn compare_at(
+        &self,
+        sessions: u32,
+        db_read_iops: Option<f64>,
+        db_latency_us: Option<f64>,
+    ) -> Option<CalibrationCompare>;
+}
+
 /// The run's database reads next to the raw device's, measured by `dbio calibrate` at the
 /// same number of outstanding I/Os (load level = reader sessions).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
