@@ -234,9 +234,12 @@ fn capacity_finds_the_throttles_iops_below_the_target_with_its_bracket() {
     assert_eq!(ramp["kind"], "ramp", "a capacity result is a ramp");
     let c = &ramp["capacity"];
     let answer = num(c, &["answer"]);
-    // Below 400 but for one slice's budget (40 reads) counted in a 4 s window.
+    // About the throttle's 400. The kernel's blkio throttle lets a little more through than
+    // it is set to: every step of one failed run, 1 to 32 readers, read 407-418 blocks/s
+    // from the device (two slices' budget, 80 reads, in a 4 s window), so the answer may be
+    // up to 6% above it, never far below.
     assert!(
-        (0.9 * IOPS..=IOPS + 40.0 / 4.0 + 2.0).contains(&answer),
+        (0.9 * IOPS..=1.06 * IOPS).contains(&answer),
         "answer {answer}: {c}"
     );
     let met = &c["met_step"];
