@@ -74,7 +74,6 @@ fn device_number(path: &std::path::Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Engine;
     use crate::model::Point;
     use dbio_core::stats::LatencySummary;
 
@@ -99,26 +98,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b = Baseline {
             file: "cal/calibrate.json".into(),
-            calibration: Calibration {
-                format: 1,
-                kind: "calibrate".into(),
-                status: Default::default(),
-                // A file on this host's filesystem: its device number is read.
-                path: dir.path().display().to_string(),
-                device_kind: "file".into(),
-                size_bytes: 1 << 30,
-                block_bytes: 8192,
-                large_bytes: 1 << 20,
-                engine: Engine::Psync,
-                direct_io: true,
-                write_pct: 0,
-                seconds_per_point: 1.0,
-                started: None,
-                finished: None,
-                host: None,
-                dbio_version: None,
-                points: vec![point(1, 1000.0, 1000.0), point(4, 3200.0, 1250.0)],
-            },
+            // A file on this host's filesystem: its device number is read.
+            calibration: Calibration::sample(
+                &dir.path().display().to_string(),
+                vec![point(1, 1000.0, 1000.0), point(4, 3200.0, 1250.0)],
+            ),
         };
         // Through the trait, as core asks it.
         let baseline: &dyn DeviceBaseline = &b;

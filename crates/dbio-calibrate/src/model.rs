@@ -63,6 +63,30 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// A complete 8 kB read-only calibration of a file at `path`, for tests.
+    #[cfg(test)]
+    pub(crate) fn sample(path: &str, points: Vec<Point>) -> Calibration {
+        Calibration {
+            format: 1,
+            kind: "calibrate".into(),
+            status: Default::default(),
+            path: path.into(),
+            device_kind: "file".into(),
+            size_bytes: 1 << 30,
+            block_bytes: 8192,
+            large_bytes: 1 << 20,
+            engine: Engine::Psync,
+            direct_io: true,
+            write_pct: 0,
+            seconds_per_point: 1.0,
+            started: None,
+            finished: None,
+            host: None,
+            dbio_version: None,
+            points,
+        }
+    }
+
     /// The point measured at `level`, or the nearest level below it.
     pub fn at_level(&self, level: u32) -> Option<&Point> {
         self.points

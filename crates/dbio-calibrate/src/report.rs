@@ -99,30 +99,14 @@ impl Calibration {
 
 #[cfg(test)]
 mod tests {
-    use crate::Engine;
     use crate::model::{Calibration, Point};
     use dbio_core::stats::LatencySummary;
 
     #[test]
     fn summary_lines_follow_orion() {
-        let c = Calibration {
-            format: 1,
-            kind: "calibrate".into(),
-            status: Default::default(),
-            path: "/x".into(),
-            device_kind: "file".into(),
-            size_bytes: 1 << 30,
-            block_bytes: 8192,
-            large_bytes: 1 << 20,
-            engine: Engine::Psync,
-            direct_io: true,
-            write_pct: 0,
-            seconds_per_point: 1.0,
-            started: None,
-            finished: None,
-            host: None,
-            dbio_version: None,
-            points: vec![
+        let c = Calibration::sample(
+            "/x",
+            vec![
                 Point {
                     level: 1,
                     small_iops: 1000.0,
@@ -148,7 +132,7 @@ mod tests {
                     large_histogram: String::new(),
                 },
             ],
-        };
+        );
         let s = c.summary();
         assert!(s.contains("Maximum Small IOPS=1800 @ Small=2"), "{s}");
         assert!(

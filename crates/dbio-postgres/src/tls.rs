@@ -247,6 +247,23 @@ impl Connector {
 #[derive(Clone, Debug)]
 pub struct LazyMakeTls(Connector);
 
+/// What tokio-postgres hands a TLS connector: postgres-openssl's bounds on its socket.
+pub trait TlsSocket:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + std::fmt::Debug + Sync + Send + 'static
+{
+}
+
+impl<S> TlsSocket for S where
+    S: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + Unpin
+        + std::fmt::Debug
+        + Sync
+        + Send
+        + 'static
+{
+}
+
 /// One connection's TLS, made when the handshake starts.
 pub struct LazyTls {
     connector: Connector,
@@ -255,13 +272,7 @@ pub struct LazyTls {
 
 impl<S> tokio_postgres::tls::MakeTlsConnect<S> for LazyMakeTls
 where
-    S: tokio::io::AsyncRead
-        + tokio::io::AsyncWrite
-        + Unpin
-        + std::fmt::Debug
-        + Sync
-        + Send
-        + 'static,
+    S: TlsSocket,
 {
     type Stream = postgres_openssl::TlsStream<S>;
     type TlsConnect = LazyTls;
@@ -277,13 +288,7 @@ where
 
 impl<S> tokio_postgres::tls::TlsConnect<S> for LazyTls
 where
-    S: tokio::io::AsyncRead
-        + tokio::io::AsyncWrite
-        + Unpin
-        + std::fmt::Debug
-        + Sync
-        + Send
-        + 'static,
+    S: TlsSocket,
 {
     type Stream = postgres_openssl::TlsStream<S>;
     type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -727,17 +727,21 @@ impl Default for RunConfig {
     }
 }
 
+/// A configuration file's text, bounded; an unreadable file is a `Config` error naming it.
+fn read_config_text(path: &Path) -> Result<String, CoreError> {
+    crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(|e| {
+        CoreError::Config {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    })
+}
+
 impl Config {
     /// Reads a YAML file; a missing file, bad YAML, unknown key or bad unit is a `Config` error
     /// that names the file, the line and the key.
     pub fn from_file(path: &Path) -> Result<Config, CoreError> {
-        let text =
-            crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(|e| {
-                CoreError::Config {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                }
-            })?;
+        let text = read_config_text(path)?;
         Self::from_yaml(&text).map_err(|e| CoreError::Config {
             path: path.to_path_buf(),
             message: e.0,
@@ -777,13 +781,7 @@ impl Config {
     /// The keys a YAML file sets, as a JSON tree (for `dbio config`'s sources); null when the
     /// file is empty.
     pub fn keys_in_file(path: &Path) -> Result<serde_json::Value, CoreError> {
-        let text =
-            crate::input::read_bounded(path, crate::input::CONFIG_MAX_BYTES).map_err(|e| {
-                CoreError::Config {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                }
-            })?;
+        let text = read_config_text(path)?;
         if text.trim().is_empty() {
             return Ok(serde_json::Value::Null);
         }

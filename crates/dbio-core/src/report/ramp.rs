@@ -910,23 +910,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_table_carries_every_steps_warnings_once() {
-        let r = RampResult {
+    /// A finished ramp of these steps, with the default configuration.
+    fn ramp_of(steps: Vec<StepSummary>) -> RampResult {
+        RampResult {
             format: 1,
             kind: "ramp".into(),
-            label: Some("t".into()),
+            label: None,
             status: RunStatus::Ok,
             started: chrono::Utc::now(),
             finished: chrono::Utc::now(),
             config: Config::default(),
             environment: None,
-            steps: vec![
-                step(1, &["page cache"]),
-                step(2, &["page cache", "checkpoint"]),
-            ],
+            steps,
             warnings: vec![],
             capacity: None,
+        }
+    }
+
+    #[test]
+    fn the_table_carries_every_steps_warnings_once() {
+        let r = RampResult {
+            label: Some("t".into()),
+            ..ramp_of(vec![
+                step(1, &["page cache"]),
+                step(2, &["page cache", "checkpoint"]),
+            ])
         };
         let txt = ramp_txt(&r);
         assert!(txt.contains("WARNING (r1-w0, r2-w0): page cache"), "{txt}");
@@ -946,19 +954,7 @@ mod tests {
     // "tablespace pg_default".
     #[test]
     fn the_storage_line_names_the_ramps_own_database() {
-        let mut r = RampResult {
-            format: 1,
-            kind: "ramp".into(),
-            label: None,
-            status: RunStatus::Ok,
-            started: chrono::Utc::now(),
-            finished: chrono::Utc::now(),
-            config: Config::default(),
-            environment: None,
-            steps: vec![step(1, &[])],
-            warnings: vec![],
-            capacity: None,
-        };
+        let mut r = ramp_of(vec![step(1, &[])]);
         assert_eq!(
             storage_line(&r),
             "tablespace pg_default; device unknown (not local, or on tmpfs)"
@@ -999,19 +995,7 @@ mod tests {
         let mut two = step(2, &[]);
         two.repeats = 2;
         two.db_read_iops = Stat::of(vec![1900.0, 2100.0]);
-        let r = RampResult {
-            format: 1,
-            kind: "ramp".into(),
-            label: None,
-            status: RunStatus::Ok,
-            started: chrono::Utc::now(),
-            finished: chrono::Utc::now(),
-            config: Config::default(),
-            environment: None,
-            steps: vec![step(1, &[]), two],
-            warnings: vec![],
-            capacity: None,
-        };
+        let r = ramp_of(vec![step(1, &[]), two]);
         let txt = ramp_txt(&r);
         assert!(!txt.contains("0.000"), "{txt}");
         let row = |name: &str| {
